@@ -1,0 +1,87 @@
+# The Linux 4.10 Merge Window Lab: the front door.
+# `make help` lists the verbs; the machinery lives in vm/, stages are data.
+
+STAGE ?=
+TREE ?=
+CMD ?=
+BUILD ?= $(CURDIR)/build
+KERNEL_TREE ?= $(BUILD)/linux
+export BUILD KERNEL_TREE ACCEL JOBS
+
+# Debian's python3 (it has python3-pytest), whatever else is first on PATH.
+PYTHON := /usr/bin/python3
+LAB = PYTHONPATH=$(CURDIR)/vm $(PYTHON) -m lab
+STAGE_ARGS = $(if $(STAGE),--stage '$(STAGE)') $(if $(TREE),--tree '$(TREE)')
+DEPS = vm/deps.sh
+
+.DEFAULT_GOAL := help
+.PHONY: help deps deps-kernel deps-debug deps-check stages stage kernel boot run test \
+	debug console gdb-test exercise grade solutions check bench book clean
+
+help:
+	@echo "The Linux 4.10 Merge Window Lab"
+	@echo
+	@echo "  make boot [STAGE=NN]        build the stage's kernel and boot it to a shell"
+	@echo "  make run CMD='...'          boot, run one command in the guest, power off"
+	@echo "  make test [STAGE=NN]        run the stage's guest tests (KTAP)"
+	@echo "  make debug [STAGE=NN]       boot paused with gdb attached (console: make console)"
+	@echo "  make gdb-test [STAGE=NN]    run the stage's gdb walkthroughs in batch mode"
+	@echo "  make stage STAGE=NN         prepare and check out the stage branch"
+	@echo "  make kernel [STAGE=NN]      build the stage's kernel"
+	@echo "  make exercise STAGE=NN      create and check out exercise/NN-slug"
+	@echo "  make grade [STAGE=NN] [TREE=path]  grade the exercises in a kernel tree"
+	@echo "  make book                   render the chapters (HTML, EPUB, PDF)"
+	@echo "  make check                  run every test; ends with 'N passed, N failed'"
+	@echo "  make bench                  measure build and boot times (docs/benchmarks.md)"
+	@echo "  make deps                   install missing Debian packages"
+	@echo "  make stages                 list the stages"
+	@echo "  make clean                  remove build outputs (keeps the kernel tree)"
+	@echo
+	@echo "STAGE takes NN or the slug; without it, the stage checked out in"
+	@echo "$(KERNEL_TREE) (the latest one for a new tree). ACCEL=tcg|kvm overrides"
+	@echo "the accelerator; KERNEL_TREE= and BUILD= move the tree and build outputs."
+
+deps:
+	@$(DEPS) kernel guest debug check book
+
+deps-kernel:
+	@$(DEPS) kernel guest
+
+deps-debug:
+	@$(DEPS) kernel guest debug
+
+deps-check:
+	@$(DEPS) kernel guest debug check book
+
+stages:
+	@$(LAB) stages
+
+stage kernel boot test exercise grade solutions: deps-kernel
+	@$(LAB) $@ $(STAGE_ARGS)
+
+run: deps-kernel
+	@$(LAB) run $(STAGE_ARGS) --command '$(CMD)'
+
+debug: deps-debug
+	@$(LAB) debug $(STAGE_ARGS) $(if $(CMD),--command '$(CMD)')
+
+gdb-test: deps-debug
+	@$(LAB) gdb-test $(STAGE_ARGS)
+
+console: deps-debug
+	@test -S $(BUILD)/console.sock || { echo "no guest is running under make debug"; exit 2; }
+	@echo "lab: guest console; Ctrl-] leaves it"
+	@socat -,rawer,escape=0x1d UNIX-CONNECT:$(BUILD)/console.sock
+
+check: deps-check
+	@$(LAB) check
+
+bench: deps-debug
+	@$(LAB) bench
+
+book: deps-check
+	@$(PYTHON) book/build.py --out $(BUILD)/book
+
+clean:
+	rm -rf $(BUILD)/kbuild $(BUILD)/kbuild-* $(BUILD)/results $(BUILD)/check $(BUILD)/book
+	@echo "kept $(KERNEL_TREE) (your kernel work); remove it yourself to start over"

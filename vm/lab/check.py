@@ -1,0 +1,88 @@
+"""`make check`: the host tier (tests of the machinery, tools and book), then
+every stage booted under QEMU with its guest tests, gdb walkthroughs and
+exercise-grader proofs. Ends with exactly one line: 'N passed, N failed'."""
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+from . import debugger, exercises, settings, stages, workflow
+from .errors import LabError
+from .log import info
+
+PYTHON = "/usr/bin/python3"  # Debian's, which has python3-pytest
+
+
+class Tally:
+    def __init__(self):
+        self.passed, self.failed = [], []
+
+    def record(self, name, ok, detail=""):
+        (self.passed if ok else self.failed).append((name, detail))
+        print(f"{'PASS' if ok else 'FAIL'}  {name}" + (f": {detail}" if detail and not ok else ""),
+              flush=True)
+
+
+def run_pytest(tally, label, paths, *extra):
+    report = settings.BUILD / "check" / f"{label}.xml"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.unlink(missing_ok=True)
+    cmd = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+           *map(str, paths), *extra]
+    result = subprocess.run(cmd, cwd=settings.REPO, capture_output=True, text=True)
+    if not report.exists():
+        tally.record(f"{label}: pytest", False, (result.stdout + result.stderr)[-2000:])
+        return
+    for case in ET.parse(report).iter("testcase"):
+        name = f"{label}: {case.get('classname', '')}.{case.get('name')}"
+        problem = case.find("failure") if case.find("failure") is not None else case.find("error")
+        if case.find("skipped") is not None:
+            continue
+        tally.record(name, problem is None,
+                     (problem.get("message") or "")[:500] if problem is not None else "")
+
+
+def guest_tier(tally, stage):
+    try:
+        work = workflow.select(stage.number)
+        run = workflow.run_tests(work, quiet=True)
+    except LabError as error:
+        tally.record(f"stage {stage.slug}: build and boot", False, str(error))
+        return
+    for result in run.report.results:
+        detail = "; ".join(c.name for c in result.children if not c.ok) or result.directive
+        tally.record(f"stage {stage.slug}: {result.name}", result.ok, detail)
+    for problem in run.report.problems:
+        tally.record(f"stage {stage.slug}: complete run", False, problem)
+    for script in stage.gdb_scripts:
+        missing, out = debugger.run_walkthrough(work, script, quiet=True)
+        tally.record(f"stage {stage.slug}: gdb {script.name}", not missing,
+                     f"expected /{missing}/, see {settings.shown(out / 'gdb.log')}")
+    for name, ok, detail in exercises.prove(stage):
+        tally.record(f"stage {stage.slug}: {name}", ok, detail)
+
+
+def cmd_check(args):
+    tally = Tally()
+    book_tests = settings.REPO / "vm" / "tests" / "test_book.py"
+    if args.tier in ("host", "all"):
+        info("host tier: the machinery's own tests")
+        run_pytest(tally, "host", [settings.REPO / "vm" / "tests"],
+                   f"--ignore={book_tests}")
+    if args.tier in ("guest", "all"):
+        for stage in stages.all_stages():
+            info(f"guest tier: stage {stage.slug}")
+            guest_tier(tally, stage)
+    if args.tier in ("host", "all") and book_tests.exists():
+        info("book: rendering and checking (after the guest tier, so it shows real results)")
+        run_pytest(tally, "book", [book_tests])
+    if tally.failed:
+        print("\nFailures:")
+        for name, detail in tally.failed:
+            print(f"  {name}" + (f"\n      {detail}".replace("\n", "\n      ") if detail else ""))
+    print(f"{len(tally.passed)} passed, {len(tally.failed)} failed")
+    return 1 if tally.failed else 0
+
+
+def register(verb):
+    p = verb("check", cmd_check, "run all tests (host tier, then every stage in QEMU)")
+    p.add_argument("--tier", choices=["host", "guest", "all"], default="all")

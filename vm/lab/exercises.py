@@ -1,0 +1,311 @@
+"""Exercises: hollowed-out kernel functions, graded by the stage's tests.
+
+exercises/NN-slug/exercises.toml is the single source of truth. Each
+[[exercise]] names a function in the stage tree, the stub that replaces its
+body, a hint, and the KTAP results (paths like 'kunit/bpf_lru_list/case')
+that prove it. `make exercise` generates exercise/NN-slug from the stage
+branch; solutions/NN-slug/*.patch restore the functions and are generated
+from the same data (`lab solutions --write`), so nothing is copied by hand.
+solutions/NN-slug/wrong/*.patch are plausible mistakes, each a patch on the
+solved tree with a header line 'Exercise: <name>' naming the exercise that
+must fail.
+"""
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import settings, stages, workflow
+from .errors import LabError
+from .log import info
+from .tree import KernelTree
+
+
+@dataclass
+class Exercise:
+    name: str
+    file: str
+    function: str
+    summary: str
+    hint: str
+    tests: list
+    stub: str = ""
+
+
+@dataclass
+class ExerciseSet:
+    stage: stages.Stage
+    exercises: list
+    required: list = field(default_factory=list)  # results every exercise relies on
+
+    @property
+    def dir(self):
+        return settings.EXERCISES_DIR / self.stage.slug
+
+    @property
+    def solutions_dir(self):
+        return settings.SOLUTIONS_DIR / self.stage.slug
+
+    @property
+    def wrong_solutions(self):
+        return sorted((self.solutions_dir / "wrong").glob("*.patch"))
+
+    def solution_patch(self, exercise):
+        return self.solutions_dir / f"{exercise.name}.patch"
+
+
+def load(stage):
+    path = settings.EXERCISES_DIR / stage.slug / "exercises.toml"
+    if not path.exists():
+        return None
+    data = tomllib.loads(path.read_text())
+    try:
+        items = [Exercise(**item) for item in data.get("exercise", [])]
+    except TypeError as error:
+        raise LabError(f"{settings.shown(path)}: {error}") from None
+    names = [e.name for e in items]
+    if len(set(names)) != len(names):
+        raise LabError(f"{settings.shown(path)}: exercise names repeat: {names}")
+    return ExerciseSet(stage, items, data.get("required", []))
+
+
+# -- hollowing ---------------------------------------------------------------
+
+def function_body_span(source, function):
+    """(start, end) character offsets of the body of a top-level C function
+    written in kernel style: the braces on their own lines in column 0."""
+    head = re.search(rf"^[A-Za-z_][^;{{}}]*?\b{re.escape(function)}\s*\([^;{{}}]*?\)\s*\n\{{\n",
+                     source, re.M | re.S)
+    if not head:
+        raise LabError(f"function {function}() not found (defined in kernel style)")
+    start = head.end()
+    end = source.find("\n}\n", start - 1)
+    if end == -1:
+        raise LabError(f"the body of {function}() has no closing brace in column 0")
+    return start, end + 1
+
+
+def hollow(source, exercise, set_slug):
+    start, end = function_body_span(source, exercise.function)
+    lines = [f"\t/*",
+             f"\t * Exercise {exercise.name} ({set_slug}): {exercise.summary}",
+             f"\t * Hint: {exercise.hint}",
+             f"\t * The task: exercises/{set_slug}/README.md",
+             f"\t */"]
+    lines += [f"\t{line}" for line in exercise.stub.splitlines() if line.strip()]
+    return source[:start] + "\n".join(lines) + "\n" + source[end:]
+
+
+def hollow_tree(tree_path, exercise_set):
+    by_file = {}
+    for exercise in exercise_set.exercises:
+        by_file.setdefault(exercise.file, []).append(exercise)
+    for file, items in by_file.items():
+        path = Path(tree_path) / file
+        text = path.read_text()
+        for exercise in items:
+            text = hollow(text, exercise, exercise_set.stage.slug)
+        path.write_text(text)
+
+
+def make_exercise_branch(tree, exercise_set):
+    """exercise/NN-slug, made once in the workshop; an existing branch may
+    hold a student's commits and is never rewritten."""
+    stage = exercise_set.stage
+    branch = stage.exercise_branch
+    if tree.rev(branch):
+        return branch
+    tree.prepare(stage)
+    workshop = tree.reset_workshop(stage.branch)
+    hollow_tree(workshop.path, exercise_set)
+    names = ", ".join(e.function + "()" for e in exercise_set.exercises)
+    workshop.git("commit", "-q", "-a", "-m",
+                 f"exercise: hollow out {stage.slug}\n\nReplaced by stubs: {names}.\n"
+                 f"Generated from exercises/{stage.slug}/exercises.toml.",
+                 env={"GIT_AUTHOR_DATE": settings.LAB_IDENT["GIT_COMMITTER_DATE"]})
+    tree.git("branch", branch, workshop.rev("HEAD"))
+    return branch
+
+
+def solution_text(tree, exercise_set, exercise):
+    """The patch restoring one function: exercise branch -> stage branch,
+    limited to that function's hunk."""
+    stage = exercise_set.stage
+    hollowed = tree.git("show", f"{stage.exercise_branch}:{exercise.file}").stdout
+    solved = tree.git("show", f"{stage.branch}:{exercise.file}").stdout
+    start, end = function_body_span(hollowed, exercise.function)
+    s_start, s_end = function_body_span(solved, exercise.function)
+    restored = hollowed[:start] + solved[s_start:s_end] + hollowed[end:]
+    return _diff(exercise.file, hollowed, restored, exercise.name)
+
+
+def _diff(file, before, after, name):
+    import difflib
+    body = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                        f"a/{file}", f"b/{file}", n=3))
+    return (f"Solution to exercise {name}: restore the function as the stage has it.\n"
+            f"Apply on the exercise branch with: git apply <this file>\n\n"
+            f"diff --git a/{file} b/{file}\n" + body)
+
+
+# -- grading -----------------------------------------------------------------
+
+@dataclass
+class Grade:
+    rows: list         # (exercise name, ok, detail)
+    run: object
+
+    @property
+    def ok(self):
+        return all(ok for _, ok, _ in self.rows)
+
+
+def grade(work, exercise_set, out=None, quiet=False):
+    run = workflow.run_tests(work, out=out, quiet=quiet)
+    return Grade(score(exercise_set, run), run)
+
+
+def score(exercise_set, run):
+    rows = []
+    crashed = not run.outcome.ok
+    for path in exercise_set.required:
+        rows.append((f"required: {path}",) + _verdict(run, [path], crashed))
+    for exercise in exercise_set.exercises:
+        rows.append((exercise.name,) + _verdict(run, exercise.tests, crashed))
+    return rows
+
+
+def _verdict(run, paths, crashed):
+    if crashed:
+        return False, run.outcome.reason
+    bad = []
+    for path in paths:
+        result = run.report.find(path)
+        if result is None:
+            bad.append(f"{path} did not run")
+        elif not result.ok or result.skipped:
+            bad.append(f"{path} {'skipped' if result.skipped else 'failed'}")
+    return not bad, "; ".join(bad)
+
+
+def print_grade(grade_result, title):
+    print(f"\n{title}")
+    for name, ok, detail in grade_result.rows:
+        print(f"  {'PASS' if ok else 'FAIL'}  {name}" + (f"  ({detail})" if detail else ""))
+    if not grade_result.run.outcome.ok:
+        print("\n" + grade_result.run.outcome.explain())
+    print(f"  results in {settings.shown(grade_result.run.out)}")
+
+
+# -- the proof that graders discriminate (part of make check) ----------------
+
+def prove(stage):
+    """[(name, ok, detail)]: the grader fails on the skeleton, passes on the
+    solutions, and fails each wrong solution on the exercise it names."""
+    exercise_set = load(stage)
+    if not exercise_set:
+        return []
+    main = KernelTree()
+    make_exercise_branch(main, exercise_set)
+    checks = []
+    stale = [e.name for e in exercise_set.exercises
+             if not exercise_set.solution_patch(e).exists()
+             or exercise_set.solution_patch(e).read_text() != solution_text(main, exercise_set, e)]
+    checks.append(("solutions are generated from the exercise data", not stale,
+                   f"stale or missing: {stale}; run `make solutions STAGE={stage.number}`"))
+    work = workflow.Work(main.workshop(), stage)
+    out_root = settings.BUILD / "results" / stage.slug / "proofs"
+
+    def attempt(label, rev, patches):
+        try:
+            main.reset_workshop(rev, patches)
+            return grade(work, exercise_set, out=out_root / label, quiet=True)
+        except LabError as error:
+            return error
+
+    skeleton = attempt("skeleton", stage.exercise_branch, [])
+    for exercise in exercise_set.exercises:
+        ok = not isinstance(skeleton, LabError) and not _row(skeleton, exercise.name)[1]
+        checks.append((f"grader rejects the skeleton of {exercise.name}", ok,
+                       _why(skeleton, exercise.name, "passed")))
+    solved = attempt("solution", stage.exercise_branch,
+                     [exercise_set.solution_patch(e) for e in exercise_set.exercises])
+    for exercise in exercise_set.exercises:
+        ok = not isinstance(solved, LabError) and _row(solved, exercise.name)[1]
+        checks.append((f"grader accepts the solution of {exercise.name}", ok,
+                       _why(solved, exercise.name, "failed")))
+    for patch in exercise_set.wrong_solutions:
+        target = wrong_target(patch)
+        result = attempt(f"wrong-{patch.stem}", stage.branch, [patch])
+        ok = not isinstance(result, LabError) and not _row(result, target)[1]
+        checks.append((f"grader rejects wrong solution {patch.stem} ({target})", ok,
+                       _why(result, target, "passed")))
+    return checks
+
+
+def wrong_target(patch):
+    match = re.search(r"^Exercise:\s*(\S+)", patch.read_text(), re.M)
+    if not match:
+        raise LabError(f"{settings.shown(patch)} lacks an 'Exercise: <name>' line")
+    return match.group(1)
+
+
+def _row(grade_result, name):
+    for row in grade_result.rows:
+        if row[0] == name:
+            return row
+    raise LabError(f"no exercise named {name}")
+
+
+def _why(result, name, bad_word):
+    if isinstance(result, LabError):
+        return str(result)
+    row = _row(result, name)
+    return f"it {bad_word} ({row[2] or 'all its tests passed'}); see {settings.shown(result.run.out)}"
+
+
+# -- verbs ---------------------------------------------------------------------
+
+def _set_for(stage):
+    exercise_set = load(stage)
+    if not exercise_set:
+        raise LabError(f"stage {stage.slug} has no exercises (exercises/{stage.slug}/)")
+    return exercise_set
+
+
+def cmd_exercise(args):
+    tree = KernelTree()
+    tree.ensure_base()
+    stage = stages.resolve(args.stage) if args.stage else stages.latest()
+    exercise_set = _set_for(stage)
+    branch = make_exercise_branch(tree, exercise_set)
+    tree.checkout(branch, f"switch {tree} to {branch}")
+    info(f"{tree} is on {branch}; the tasks are in exercises/{stage.slug}/README.md; "
+         f"`make grade STAGE={stage.number}` grades your tree")
+
+
+def cmd_grade(args):
+    work = workflow.select(args.stage, args.tree)
+    exercise_set = _set_for(work.stage)
+    result = grade(work, exercise_set)
+    print_grade(result, f"grade for {work.stage.slug} ({work.tree})")
+    return 0 if result.ok else 1
+
+
+def cmd_solutions(args):
+    stage = stages.resolve(args.stage) if args.stage else stages.latest()
+    exercise_set = _set_for(stage)
+    tree = KernelTree()
+    tree.ensure_base()
+    make_exercise_branch(tree, exercise_set)
+    exercise_set.solutions_dir.mkdir(parents=True, exist_ok=True)
+    for exercise in exercise_set.exercises:
+        path = exercise_set.solution_patch(exercise)
+        path.write_text(solution_text(tree, exercise_set, exercise))
+        print(settings.shown(path))
+
+
+def register(verb):
+    verb("exercise", cmd_exercise, "create and check out the exercise branch")
+    verb("grade", cmd_grade, "grade the tree's exercises")
+    verb("solutions", cmd_solutions, "regenerate solutions/NN-slug/*.patch")

@@ -1,0 +1,161 @@
+"""The guest's root: busybox, the lab's guest scripts, and what the stages ask
+for (programs built from the stage tree, host tools with their libraries,
+verbatim files, the kernel's modules). Stages are cumulative, so a stage's
+guest holds what every earlier stage put there; its test list is its own."""
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+from . import settings
+from .errors import LabError
+from .log import info
+
+BUSYBOX = "/bin/busybox"
+# Flags that let the stage trees' selftests build statically against
+# Debian's libbpf-dev without the kernel's own tools/lib/bpf build.
+C_FLAGS = ["-O2", "-g", "-static", "-Wall", "-Wno-unused-result"]
+C_LIBS = ["-lbpf", "-lelf", "-lz", "-lzstd", "-lpthread", "-lm"]
+BPF_FLAGS = ["-O2", "-g", "-target", "bpf", "-D__x86_64__",
+             "-I/usr/include/x86_64-linux-gnu"]
+
+
+def build(tree, obj, stage, stage_list):
+    root = obj / "lab-guest"
+    shutil.rmtree(root, ignore_errors=True)
+    for d in ("bin", "sbin", "usr/bin", "usr/sbin", "lib", "lib64", "etc", "proc", "sys",
+              "dev", "tmp", "run", "var", "root", "lab/bin", "lab/out"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    _install_busybox(root)
+    shutil.copytree(settings.GUEST_DIR, root, dirs_exist_ok=True, symlinks=True)
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (root / "etc/group").write_text("root:x:0:\n")
+    for each in stage_list:
+        for program in each.programs:
+            _build_program(tree, program, root)
+        for tool in each.host_tools:
+            _copy_host_tool(tool, root)
+        if each.guest_files:
+            shutil.copytree(each.guest_files, root, dirs_exist_ok=True, symlinks=True)
+    modules = obj / "lab-modules" / "lib" / "modules"
+    if modules.is_dir():
+        shutil.copytree(modules, root / "lib" / "modules", dirs_exist_ok=True, symlinks=True)
+    tests = "\n".join(f"{t.name} {t.command}" for t in stage.tests)
+    (root / "lab/tests").write_text(tests + "\n" if tests else "")
+    (root / "lab/env").write_text(
+        f"LAB_STAGE={stage.slug}\n"
+        f"LAB_KERNEL_TREE_VERSION={shlex.quote(_tree_version(tree))}\n"
+        f"LAB_SOURCE_PACKAGE_VERSION={shlex.quote(_package_version(tree))}\n"
+        "export LAB_STAGE LAB_KERNEL_TREE_VERSION LAB_SOURCE_PACKAGE_VERSION\n")
+    image = obj / "lab-initramfs.cpio"
+    _cpio(root, image)
+    return image
+
+
+def run_archive(obj, mode, command=None):
+    """A one-file cpio that tells /init what to do; the kernel unpacks it on
+    top of the main initramfs when the two are concatenated."""
+    root = obj / "lab-run"
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "lab").mkdir(parents=True)
+    text = f"LAB_MODE={mode}\n"
+    if command is not None:
+        text += f"LAB_CMD={shlex.quote(command)}\n"
+    (root / "lab/run").write_text(text)
+    small = obj / "lab-run.cpio"
+    _cpio(root, small)
+    combined = obj / f"lab-initramfs-{mode}.cpio"
+    with open(combined, "wb") as out:
+        for part in (obj / "lab-initramfs.cpio", small):
+            out.write(part.read_bytes())
+    return combined
+
+
+def _install_busybox(root):
+    if not Path(BUSYBOX).exists():
+        raise LabError(f"{BUSYBOX} is missing: install busybox-static (make deps does it)")
+    shutil.copy2(BUSYBOX, root / "bin/busybox")
+    applets = subprocess.run([BUSYBOX, "--list-full"], capture_output=True, text=True,
+                             check=True).stdout.split()
+    for applet in applets:
+        # A link named busybox would replace the binary with a self-link.
+        if Path(applet).name == "busybox":
+            continue
+        link = root / applet
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():
+            link.symlink_to("/bin/busybox")
+
+
+def _build_program(tree, program, root):
+    if program.source.startswith("lab:"):
+        source = settings.REPO / program.source[4:]
+    else:
+        source = tree / program.source
+    if not source.exists():
+        raise LabError(f"guest program source {source} does not exist "
+                       f"(needed for {program.guest_path})")
+    dest = root / program.guest_path.lstrip("/")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    includes = [f"-I{source.parent}", f"-I{tree}/tools/testing/selftests",
+                f"-I{tree}/tools/include/uapi", f"-I{tree}/tools/include"]
+    if program.kind == "c":
+        cmd = ["gcc", *C_FLAGS, *includes, *program.flags, str(source), "-o", str(dest),
+               *C_LIBS]
+    else:
+        cmd = ["clang", *BPF_FLAGS, *program.flags, "-c", str(source), "-o", str(dest)]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=source.parent)
+    if result.returncode != 0:
+        raise LabError(f"building {program.guest_path} from {source} failed:\n"
+                       f"{' '.join(cmd)}\n{result.stderr[-4000:]}")
+
+
+def _copy_host_tool(name, root):
+    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if not path:
+        raise LabError(f"host tool '{name}' is not installed (make deps installs the "
+                       "packages the stages need)")
+    path = os.path.realpath(path)
+    for item in [path, *_shared_libraries(path)]:
+        dest = root / item.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(item, dest)
+    # Tools are found under their plain name, wherever the host keeps them.
+    link = root / "usr/bin" / name
+    if not link.exists():
+        link.symlink_to(path)
+
+
+def _shared_libraries(binary):
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    libs = []
+    for line in out.splitlines():
+        parts = line.split()
+        if "=>" in parts and len(parts) > parts.index("=>") + 1:
+            target = parts[parts.index("=>") + 1]
+            if target.startswith("/"):
+                libs.append(os.path.realpath(target))
+                if os.path.realpath(target) != target:
+                    libs.append(target)
+        elif parts and parts[0].startswith("/"):
+            libs.append(parts[0])  # the dynamic loader itself
+    return libs
+
+
+def _cpio(root, image):
+    files = subprocess.run(["find", ".", "-mindepth", "1"], cwd=root, capture_output=True,
+                           check=True).stdout
+    with open(image, "wb") as out:
+        subprocess.run(["cpio", "--quiet", "-o", "-H", "newc", "-R", "0:0"], cwd=root,
+                       input=files, stdout=out, check=True)
+
+
+def _tree_version(tree):
+    return subprocess.run(["make", "-s", "-C", str(tree), "kernelversion"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _package_version(tree):
+    return subprocess.run(["git", "-C", str(tree), "config", "lab.source-version"],
+                          capture_output=True, text=True).stdout.strip()

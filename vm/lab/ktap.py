@@ -1,0 +1,106 @@
+"""A KTAP (and TAP 13/14) parser, tolerant of kernel messages interleaved in
+the stream, strict about the plan: a test list that stops early fails."""
+import re
+from dataclasses import dataclass, field
+
+VERSION = re.compile(r"^(K?TAP) version (\d+)\s*$")
+PLAN = re.compile(r"^1\.\.(\d+)")
+RESULT = re.compile(r"^(not ok|ok)\s+(\d+)\s*(?:-\s*)?([^#]*?)\s*(?:#\s*(.*))?$")
+SUBTEST_HEADER = re.compile(r"^# Subtest: (.*)")
+
+
+@dataclass
+class Result:
+    name: str
+    ok: bool
+    skipped: bool = False
+    directive: str = ""
+    children: list = field(default_factory=list)
+    diagnostics: list = field(default_factory=list)
+
+    @property
+    def status(self):
+        return "SKIP" if self.skipped else ("PASS" if self.ok else "FAIL")
+
+
+@dataclass
+class Report:
+    results: list
+    planned: int = None
+    problems: list = field(default_factory=list)
+
+    @property
+    def passed(self):
+        return [r for r in self.results if r.ok]
+
+    @property
+    def failed(self):
+        return [r for r in self.results if not r.ok]
+
+    @property
+    def ok(self):
+        return not self.failed and not self.problems and self.planned is not None
+
+    def find(self, path):
+        """A result by 'top/child/grandchild' name, or None."""
+        level, found = self.results, None
+        for part in path.split("/"):
+            found = next((r for r in level if r.name == part), None)
+            if found is None:
+                return None
+            level = found.children
+        return found
+
+
+def _indent(line):
+    return len(line) - len(line.lstrip(" "))
+
+
+def parse(text):
+    """Parse KTAP. Lines that are not KTAP (console noise) are ignored; the
+    nesting level comes from 4-space indentation, as KTAP specifies."""
+    lines = [l.rstrip("\r\n").expandtabs(4) for l in text.splitlines()]
+    start = next((i for i, l in enumerate(lines) if VERSION.match(l.strip()) and _indent(l) == 0),
+                 None)
+    if start is None:
+        return Report([], None, ["no KTAP header found"])
+    return _parse_level(lines[start + 1:], 0)
+
+
+def _parse_level(lines, depth):
+    results, planned, problems = [], None, []
+    pending_children, pending_diag = [], []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        indent, body = _indent(line), line.strip()
+        if not body:
+            i += 1
+            continue
+        if indent > depth * 4:
+            # A nested block: collect every deeper line and parse it as one level down.
+            j = i
+            while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > depth * 4):
+                j += 1
+            child = _parse_level(lines[i:j], depth + 1)
+            pending_children = child.results
+            problems += child.problems
+            i = j
+            continue
+        if indent < depth * 4:
+            break
+        if m := PLAN.match(body):
+            planned = int(m.group(1))
+        elif m := RESULT.match(body):
+            directive = (m.group(4) or "").strip()
+            skipped = directive.upper().startswith("SKIP")
+            results.append(Result(m.group(3).strip(), m.group(1) == "ok", skipped,
+                                  directive, pending_children, pending_diag))
+            pending_children, pending_diag = [], []
+        elif body.startswith("#"):
+            pending_diag.append(body)
+        i += 1
+    if planned is not None and len(results) != planned:
+        problems.append(f"the plan announced {planned} tests but {len(results)} reported "
+                        "(did the run stop early?)")
+    return Report(results, planned, problems)

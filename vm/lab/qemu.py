@@ -1,0 +1,159 @@
+"""Booting a teaching kernel under QEMU, interactively or under a watchdog."""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import settings
+from .errors import LabError
+from .log import info
+
+QEMU = "qemu-system-x86_64"
+QBOOT = Path("/usr/share/qemu/qboot.rom")
+# Lines after which a guest is not going to finish its job.
+FATAL = re.compile(r"Kernel panic - not syncing|\bOops\b|BUG: |general protection fault|"
+                   r"Unable to handle kernel|watchdog: BUG: soft lockup|INFO: task .* blocked")
+TAIL_LINES = 40
+
+
+def accelerator(modules_file="/proc/modules", kvm_device="/dev/kvm"):
+    """'kvm' only where a real KVM module is loaded and /dev/kvm is usable.
+    A /dev/kvm backed by anything else (this project's CI machines expose a
+    paravirtual one) hangs a stock guest after the firmware banner."""
+    forced = os.environ.get("ACCEL")
+    if forced:
+        if forced not in ("kvm", "tcg"):
+            raise LabError(f"ACCEL={forced}: use ACCEL=kvm or ACCEL=tcg")
+        return forced
+    try:
+        with open(modules_file) as modules_list:
+            modules = {line.split()[0] for line in modules_list if line.strip()}
+    except OSError:
+        modules = set()
+    real = modules & {"kvm_intel", "kvm_amd"}
+    if real and os.access(kvm_device, os.R_OK | os.W_OK):
+        return "kvm"
+    reason = ("/dev/kvm is not usable" if real else
+              "neither kvm_intel nor kvm_amd is loaded")
+    info(f"using TCG (software emulation): {reason}; ACCEL=kvm overrides")
+    return "tcg"
+
+
+@dataclass
+class Boot:
+    kernel: Path
+    initrd: Path
+    mode: str
+    out_dir: Path
+    cpus: int = 2
+    memory: str = "1G"
+    extra_cmdline: list = field(default_factory=list)
+    gdb_port: int = None
+    paused: bool = False
+
+    def command(self, serial):
+        if not self.kernel.exists():
+            raise LabError(f"{self.kernel} does not exist: build it with `make kernel`")
+        if not shutil.which(QEMU):
+            raise LabError(f"{QEMU} is missing: install qemu-system-x86 (make deps does it)")
+        accel = accelerator()
+        cmdline = ["console=ttyS0", "panic=-1", "oops=panic", "loglevel=4",
+                   "nokaslr" if self.gdb_port else "", *self.extra_cmdline]
+        cmd = [QEMU, "-accel", accel, "-cpu", "host" if accel == "kvm" else "max",
+               "-smp", str(self.cpus), "-m", self.memory,
+               "-nodefaults", "-no-reboot", "-display", "none", "-no-user-config",
+               "-kernel", str(self.kernel), "-initrd", str(self.initrd),
+               "-append", " ".join(c for c in cmdline if c),
+               "-serial", serial,
+               "-fsdev", f"local,id=labout,path={self.out_dir},security_model=none",
+               "-device", "virtio-9p-pci,fsdev=labout,mount_tag=labout"]
+        if QBOOT.exists():
+            cmd += ["-bios", str(QBOOT)]
+        if self.gdb_port:
+            # Bound to loopback: QEMU's plain -s listens on every interface.
+            cmd += ["-gdb", f"tcp:127.0.0.1:{self.gdb_port}"]
+        if self.paused:
+            cmd.append("-S")
+        return cmd
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    reason: str
+    tail: list
+    seconds: float
+
+    def explain(self):
+        tail = "".join(self.tail)
+        return f"{self.reason}; the last console lines were:\n{tail}"
+
+
+def run_interactive(boot):
+    """The guest console on this terminal; Ctrl-A X quits QEMU."""
+    boot.out_dir.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(boot.command("mon:stdio")).returncode
+
+
+def run_watched(boot, timeout, console_log, echo=False, started=None):
+    """Boot, stream the console to console_log, and stop the guest on a panic,
+    an oops or after `timeout` seconds. Returns an Outcome."""
+    boot.out_dir.mkdir(parents=True, exist_ok=True)
+    tail = deque(maxlen=TAIL_LINES)
+    fatal = []
+    begin = time.monotonic()
+    proc = subprocess.Popen(boot.command("stdio"), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    if started:
+        started(proc)
+
+    def pump():
+        with open(console_log, "wb") as log:
+            for raw in proc.stdout:
+                log.write(raw)
+                log.flush()
+                line = raw.decode(errors="replace")
+                tail.append(line)
+                if echo:
+                    print(line, end="", flush=True)
+                if FATAL.search(line) and not fatal:
+                    fatal.append(line.strip())
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        proc.wait(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    reader.join(timeout=5)
+    seconds = time.monotonic() - begin
+    if timed_out:
+        return Outcome(False, f"the guest did not finish within {timeout} s (hang?)",
+                       list(tail), seconds)
+    if fatal:
+        return Outcome(False, f"the guest crashed: {fatal[0]}", list(tail), seconds)
+    if proc.returncode != 0:
+        return Outcome(False, f"QEMU exited with status {proc.returncode}", list(tail), seconds)
+    return Outcome(True, "the guest finished", list(tail), seconds)
+
+
+def free_port(preferred=1234):
+    for port in [preferred, 0]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return s.getsockname()[1]
+            except OSError:
+                continue
+    raise LabError("no free TCP port on 127.0.0.1 for the gdb stub")

@@ -1,0 +1,163 @@
+"""The lab's verbs on one stage: pick the tree and stage, build, boot, test.
+
+Targets that only read the tree build whatever is in it, uncommitted edits
+included. They switch the tree to another stage only when it is clean.
+"""
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import initramfs, kbuild, ktap, qemu, settings, stages
+from .errors import LabError
+from .log import info, warn
+from .tree import KernelTree
+
+
+@dataclass
+class Work:
+    tree: KernelTree
+    stage: stages.Stage
+
+    @property
+    def obj(self):
+        return kbuild.object_dir(self.tree.path)
+
+    @property
+    def stage_list(self):
+        return stages.upto(self.stage)
+
+    @property
+    def kernel(self):
+        return self.obj / "arch/x86/boot/bzImage"
+
+    @property
+    def vmlinux(self):
+        return self.obj / "vmlinux"
+
+
+def stage_of_head(tree):
+    """The stage HEAD belongs to: by branch name for the lab's own branches
+    (stage/NN-slug, exercise/NN-slug), else by ancestry."""
+    branch = tree.head_branch() or ""
+    kind, _, slug = branch.partition("/")
+    if kind in ("stage", "exercise"):
+        try:
+            return stages.resolve(slug)
+        except LabError:
+            pass
+    return tree.current_stage()
+
+
+def select(stage_name=None, tree_path=None, switch=True):
+    """The tree and stage a target works on. With no stage named, the stage
+    checked out now (or the latest one for a new tree)."""
+    tree = KernelTree(tree_path)
+    tree.ensure_base()
+    here = stage_of_head(tree)
+    stage = stages.resolve(stage_name) if stage_name else (here or stages.latest())
+    if here == stage:
+        if not tree.stage_is_current(stage) and tree.head_branch() == stage.branch:
+            warn(f"{stage.branch} predates kernel-patches/{stage.slug}; "
+                 f"`make stage STAGE={stage.number}` brings it up to date")
+        return Work(tree, stage)
+    if not switch:
+        raise LabError(f"the tree at {tree} is not on stage {stage.slug}")
+    tree.refuse_if_dirty(f"switch {tree} to {stage.branch}")
+    tree.prepare(stage)
+    tree.checkout(stage.branch, f"switch {tree} to {stage.branch}")
+    info(f"kernel tree {tree} is on {stage.branch}: {stage.title}")
+    return Work(tree, stage)
+
+
+def prepare_stage(stage_name=None):
+    """`make stage`: bring the stage branch up to date and check it out."""
+    tree = KernelTree()
+    tree.ensure_base()
+    stage = stages.resolve(stage_name) if stage_name else stages.latest()
+    tree.prepare(stage)
+    tree.checkout(stage.branch, f"switch {tree} to {stage.branch}")
+    info(f"kernel tree {tree} is on {stage.branch}: {stage.title}")
+    return Work(tree, stage)
+
+
+def build_kernel(work, quiet=False):
+    return kbuild.build(work.tree.path, work.obj, work.stage_list, quiet=quiet)
+
+
+def build_guest(work, mode, command=None):
+    initramfs.build(work.tree.path, work.obj, work.stage, work.stage_list)
+    return initramfs.run_archive(work.obj, mode, command)
+
+
+def results_dir(work, name=None):
+    if name:
+        return settings.BUILD / "results" / name
+    if work.tree.path.resolve() == settings.KERNEL_TREE.resolve():
+        return settings.BUILD / "results" / work.stage.slug
+    return work.obj / "results" / work.stage.slug
+
+
+def fresh_dir(path):
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def boot_shell(work):
+    build_kernel(work)
+    initrd = build_guest(work, "shell")
+    out = fresh_dir(results_dir(work) / "shell")
+    info(f"booting {work.stage.slug}; 'exit' or Ctrl-A X leaves the guest")
+    return qemu.run_interactive(qemu.Boot(work.kernel, initrd, "shell", out))
+
+
+def run_command(work, command, timeout=None):
+    build_kernel(work)
+    initrd = build_guest(work, "run", command)
+    out = fresh_dir(results_dir(work) / "run")
+    outcome = qemu.run_watched(qemu.Boot(work.kernel, initrd, "run", out),
+                               timeout or work.stage.timeout, out / "console.log", echo=True)
+    if not outcome.ok:
+        raise LabError(outcome.explain())
+    status = out / "status"
+    return int(status.read_text()) if status.exists() else 1
+
+
+@dataclass
+class TestRun:
+    report: ktap.Report
+    outcome: qemu.Outcome
+    out: Path
+
+    @property
+    def ok(self):
+        return self.outcome.ok and self.report.ok
+
+
+def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=()):
+    """Boot the stage with its test list and parse the KTAP it writes."""
+    if build:
+        build_kernel(work, quiet=quiet)
+    initrd = build_guest(work, "test")
+    out = fresh_dir(out or results_dir(work))
+    boot = qemu.Boot(work.kernel, initrd, "test", out, extra_cmdline=list(extra_cmdline))
+    outcome = qemu.run_watched(boot, work.stage.timeout, out / "console.log", echo=not quiet)
+    ktap_file = out / "ktap.txt"
+    report = ktap.parse(ktap_file.read_text(errors="replace") if ktap_file.exists() else "")
+    if not outcome.ok:
+        report.problems.append(outcome.explain())
+    return TestRun(report, outcome, out)
+
+
+def print_report(title, run):
+    print(f"\n{title}")
+    for result in run.report.results:
+        print(f"  {result.status}  {result.name}" +
+              (f"  ({result.directive})" if result.directive else ""))
+        if not result.ok:
+            for child in result.children:
+                if not child.ok:
+                    print(f"          FAIL  {child.name}")
+    for problem in run.report.problems:
+        print("  problem: " + problem.replace("\n", "\n           "))
+    print(f"  results in {settings.shown(run.out)}")

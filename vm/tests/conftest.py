@@ -1,0 +1,60 @@
+"""Fixtures for the machinery's own tests: a tiny stand-in for the kernel
+tree and stages directory, so that branch handling, patch failures and the
+refusal to touch uncommitted work are tested on real git, in seconds."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "vm"))
+
+from lab import settings  # noqa: E402
+
+IDENT = dict(settings.LAB_IDENT, GIT_AUTHOR_DATE="2016-12-14T00:00:00Z")
+
+
+def git(cwd, *args):
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True,
+                          text=True, env=dict(os.environ, **IDENT)).stdout
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "kernel: needs the stage kernel built by the guest tier")
+
+
+@pytest.fixture
+def fake_lab(tmp_path, monkeypatch):
+    """A lab whose 'kernel tree' is one C file, with stages 00-base and
+    01-demo; 01-demo's one patch edits that file."""
+    tree = tmp_path / "linux"
+    tree.mkdir()
+    (tree / "lru.c").write_text("int rotate(void)\n{\n\treturn 0;\n}\n")
+    git(tree, "init", "-q", "-b", "import")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "base")
+    git(tree, "tag", "-a", "base", "-m", "fake base")
+    git(tree, "checkout", "-q", "--detach", "base")
+    git(tree, "config", "lab.source-version", "6.1.192-3")
+
+    (tree / "lru.c").write_text("int rotate(void)\n{\n\treturn 1;\n}\n")
+    git(tree, "commit", "-q", "-am", "lru: rotate returns one\n\nBecause.\n\nSigned-off-by: A <a@b>")
+    patches = tmp_path / "kernel-patches"
+    (patches / "01-demo").mkdir(parents=True)
+    git(tree, "format-patch", "-q", "-o", str(patches / "01-demo"), "base..HEAD")
+    names = sorted(p.name for p in (patches / "01-demo").glob("*.patch"))
+    (patches / "01-demo" / "series").write_text("\n".join(names) + "\n")
+    git(tree, "checkout", "-q", "--detach", "base")
+    git(tree, "branch", "-D", "import")
+
+    stages = tmp_path / "stages"
+    for slug, title in (("00-base", "Base"), ("01-demo", "Demo")):
+        (stages / slug).mkdir(parents=True)
+        (stages / slug / "stage.conf").write_text(f"title = {title}\n")
+    monkeypatch.setattr(settings, "KERNEL_TREE", tree)
+    monkeypatch.setattr(settings, "STAGES_DIR", stages)
+    monkeypatch.setattr(settings, "PATCHES_DIR", patches)
+    monkeypatch.setattr(settings, "BUILD", tmp_path / "build")
+    return tmp_path

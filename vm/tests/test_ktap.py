@@ -1,0 +1,58 @@
+"""The KTAP parser that turns guest output into results."""
+from lab import ktap
+
+KUNIT_LIKE = """\
+[    1.000] some kernel noise
+KTAP version 1
+1..2
+# smoke output
+ok 1 smoke
+    KTAP version 1
+    1..1
+        # Subtest: bpf_lru_list
+        1..2
+        ok 1 nodes_start_free
+        not ok 2 shrink_takes_the_tail # expected key 7
+    not ok 1 bpf_lru_list
+not ok 2 kunit # exit status 1
+"""
+
+
+def test_nested_results_and_paths():
+    report = ktap.parse(KUNIT_LIKE)
+    assert report.planned == 2
+    assert [r.name for r in report.results] == ["smoke", "kunit"]
+    assert report.find("smoke").ok
+    case = report.find("kunit/bpf_lru_list/shrink_takes_the_tail")
+    assert case is not None and not case.ok
+    assert report.find("kunit/bpf_lru_list/nodes_start_free").ok
+    assert not report.ok
+
+
+def test_skip_directive_counts_as_ok_but_skipped():
+    report = ktap.parse("KTAP version 1\n1..1\nok 1 - needs_kvm # SKIP no kvm\n")
+    (result,) = report.results
+    assert result.ok and result.skipped and result.status == "SKIP"
+    assert result.name == "needs_kvm"
+
+
+def test_a_run_that_stops_early_is_a_problem():
+    report = ktap.parse("KTAP version 1\n1..3\nok 1 a\nok 2 b\n")
+    assert report.problems and "announced 3" in report.problems[0]
+    assert not report.ok
+
+
+def test_no_output_at_all_is_not_a_pass():
+    report = ktap.parse("")
+    assert not report.ok and report.problems
+
+
+def test_tap14_and_diagnostics_are_kept():
+    report = ktap.parse("TAP version 14\n1..1\n# hello\nok 1 x\n")
+    assert report.ok
+    assert report.results[0].diagnostics == ["# hello"]
+
+
+def test_all_passing_report_is_ok():
+    report = ktap.parse("KTAP version 1\n1..2\nok 1 a\nok 2 b # SKIP\n")
+    assert report.ok and len(report.passed) == 2

@@ -1,0 +1,153 @@
+"""Stage data, stage branches made with git am, and the promise that a
+student's uncommitted work is never discarded."""
+import subprocess
+
+import pytest
+
+from conftest import REPO, git
+from lab import settings, stages, workflow
+from lab.errors import LabError
+from lab.tree import KernelTree
+
+
+def test_real_stages_parse_and_are_numbered_in_order():
+    found = stages.all_stages()
+    assert found and found[0].slug == "00-base"
+    assert [s.number for s in found] == sorted(s.number for s in found)
+    for stage in found:
+        assert stage.title != stage.slug, f"{stage.slug} has no title in stage.conf"
+        assert stage.tests, f"{stage.slug} has no guest tests"
+        stage.patches  # raises if the series names a missing file
+        stage.programs
+
+
+def test_every_stage_names_its_chapter_and_the_chapter_exists():
+    for stage in stages.all_stages():
+        chapter = stage.meta.get("chapter")
+        assert chapter, f"{stage.slug}: stage.conf has no chapter"
+        assert (REPO / chapter).exists(), f"{stage.slug}: {chapter} does not exist"
+
+
+def test_stage_resolves_by_number_slug_and_name(fake_lab):
+    assert stages.resolve("01").slug == "01-demo"
+    assert stages.resolve("01-demo").slug == "01-demo"
+    assert stages.resolve("demo").slug == "01-demo"
+
+
+def test_unknown_stage_lists_the_stages(fake_lab):
+    with pytest.raises(LabError) as error:
+        stages.resolve("42")
+    assert "unknown stage '42'" in str(error.value)
+    assert "00-base" in str(error.value) and "01-demo" in str(error.value)
+
+
+def test_unknown_stage_from_the_front_door():
+    result = subprocess.run(["make", "-s", "kernel", "STAGE=99-nonexistent"], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "unknown stage '99-nonexistent'" in result.stderr
+    assert "00-base" in result.stderr
+
+
+def test_stage_branch_is_previous_stage_plus_series(fake_lab):
+    tree = KernelTree()
+    workflow.prepare_stage("01")
+    assert tree.head_branch() == "stage/01-demo"
+    assert (tree.path / "lru.c").read_text().count("return 1;") == 1
+    assert git(tree.path, "log", "--format=%s", "-1") == "lru: rotate returns one\n"
+    assert tree.is_ancestor("stage/00-base", "stage/01-demo")
+
+
+def test_preparing_again_is_idempotent(fake_lab):
+    tree = KernelTree()
+    workflow.prepare_stage("01")
+    tip = tree.rev("stage/01-demo")
+    workflow.prepare_stage("01")
+    assert tree.rev("stage/01-demo") == tip
+    assert tree.stage_is_current(stages.resolve("01"))
+
+
+def test_stage_commits_are_reproducible(fake_lab, tmp_path):
+    tree = KernelTree()
+    workflow.prepare_stage("01")
+    first = tree.rev("stage/01-demo")
+    git(tree.path, "checkout", "-q", "--detach", "base")
+    git(tree.path, "branch", "-D", "stage/01-demo")
+    git(tree.path, "config", "--remove-section", "lab.stage.01-demo")
+    workflow.prepare_stage("01")
+    assert tree.rev("stage/01-demo") == first
+
+
+def test_a_patch_that_no_longer_applies_names_patch_and_hunk(fake_lab):
+    tree = KernelTree()
+    # The source drifts: the line the patch changes is different now.
+    git(tree.path, "checkout", "-q", "-b", "drift", "base")
+    (tree.path / "lru.c").write_text("int rotate(void)\n{\n\treturn 2;\n}\n")
+    git(tree.path, "commit", "-q", "-am", "drift")
+    git(tree.path, "tag", "-f", "-a", "base", "-m", "drifted base")
+    git(tree.path, "checkout", "-q", "--detach", "base")
+    with pytest.raises(LabError) as error:
+        workflow.prepare_stage("01")
+    message = str(error.value)
+    assert "patch: lru: rotate returns one" in message
+    assert "failing hunk: lru.c at line 1" in message
+    assert "-\treturn 0;" in message
+    # Nothing is left half-applied.
+    assert tree.rev("stage/01-demo") is None
+    assert not tree.dirty_files()
+
+
+def test_switching_stage_refuses_uncommitted_work_and_keeps_it(fake_lab):
+    tree = KernelTree()
+    workflow.prepare_stage("01")
+    (tree.path / "lru.c").write_text("my precious work\n")
+    for action in (lambda: workflow.prepare_stage("00"),
+                   lambda: workflow.select("00")):
+        with pytest.raises(LabError) as error:
+            action()
+        assert "git -C" in str(error.value) and "commit" in str(error.value)
+        assert "stash" in str(error.value)
+        assert (tree.path / "lru.c").read_text() == "my precious work\n"
+        assert tree.head_branch() == "stage/01-demo"
+
+
+def test_reading_targets_use_the_dirty_tree_as_it_is(fake_lab):
+    tree = KernelTree()
+    workflow.prepare_stage("01")
+    (tree.path / "lru.c").write_text("my precious work\n")
+    work = workflow.select("01")
+    assert work.stage.slug == "01-demo"
+    work = workflow.select(None)
+    assert work.stage.slug == "01-demo"
+    assert (tree.path / "lru.c").read_text() == "my precious work\n"
+
+
+def test_new_patches_rebuild_the_branch_but_not_over_dirty_work(fake_lab):
+    tree = KernelTree()
+    workflow.prepare_stage("01")
+    old_tip = tree.rev("stage/01-demo")
+    series_dir = settings.PATCHES_DIR / "01-demo"
+    patch = next(series_dir.glob("*.patch"))
+    patch.write_text(patch.read_text().replace("Because.", "Because, said better."))
+    (tree.path / "lru.c").write_text("my precious work\n")
+    with pytest.raises(LabError):
+        workflow.prepare_stage("01")
+    assert (tree.path / "lru.c").read_text() == "my precious work\n"
+    git(tree.path, "checkout", "-q", "--", "lru.c")
+    workflow.prepare_stage("01")
+    assert tree.rev("stage/01-demo") != old_tip
+    assert "said better" in git(tree.path, "log", "-1", "--format=%b")
+
+
+def test_stage_branch_with_foreign_commits_is_not_rewritten(fake_lab):
+    tree = KernelTree()
+    workflow.prepare_stage("01")
+    (tree.path / "lru.c").write_text("student\n")
+    git(tree.path, "commit", "-q", "-am", "student work on the stage branch")
+    tip = tree.rev("HEAD")
+    patch = next((settings.PATCHES_DIR / "01-demo").glob("*.patch"))
+    patch.write_text(patch.read_text().replace("Because.", "Changed."))
+    with pytest.raises(LabError) as error:
+        workflow.prepare_stage("01")
+    assert "branch -m stage/01-demo" in str(error.value)
+    assert tree.rev("stage/01-demo") == tip
