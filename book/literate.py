@@ -480,7 +480,12 @@ def parse_patch(text: str) -> Patch:
             while (old > 0 or new > 0) and i < len(lines):
                 line = lines[i]
                 tag = line[:1]
-                if tag in (" ", ""):
+                if tag not in (" ", "", "-", "+", "\\"):
+                    raise BookError(f"hunk '{hunk[0]}' of {fd.path} is shorter than its "
+                                    f"header says")
+                if tag == "\\":
+                    pass
+                elif tag in (" ", ""):
                     old -= 1
                     new -= 1
                 elif tag == "-":
@@ -506,7 +511,7 @@ def patch_excerpt(req: dict) -> tuple[str, str, str]:
     if patch.subject:
         caption += f" “{md_text(patch.subject)}”"
     if req.get("part") == "message":
-        return f"{patch.subject}\n\n{patch.message}".strip(), "text", f"commit message of {caption}"
+        return f"{patch.subject}\n\n{patch.message}".strip(), "text", f"Commit message of {caption}"
     if req.get("part") not in (None, "diff"):
         raise BookError(f"part={req['part']}: expected message or diff")
     files = patch.files
@@ -536,7 +541,8 @@ def patch_excerpt(req: dict) -> tuple[str, str, str]:
             continue
         out += [line for line in fd.header if line.startswith(("---", "+++"))]
         for _, h in hunks:
-            out += h
+            # keep the diff's one-column prefix out of the tab stops
+            out += [line[:1] + line[1:].expandtabs(8) for line in h]
     if not out:
         raise BookError(f"{rel}: no hunk contains '{req.get('match')}'")
     if "hunk" in req:
@@ -580,6 +586,9 @@ def answer(req: dict) -> tuple[str, int, str, str]:
         first, body = 1, text.rstrip("\n")
         caption = f"{md_code(path)} · {where}"
     lang = req.get("lang") or language_for(path)
+    # Tabs become spaces at the kernel's 8 columns: browsers, e-readers and the
+    # line-number gutter disagree on where tab stops are.
+    body = "\n".join(line.expandtabs(8) for line in body.split("\n"))
     return body, first, lang, caption
 
 

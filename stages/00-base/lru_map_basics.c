@@ -81,8 +81,8 @@ TEST(plain_hash_map_fails_when_full)
 	ASSERT_LE(0, fd);
 	for (key = 0; key < CAPACITY; key++)
 		ASSERT_EQ(0, bpf_map_update_elem(fd, &key, &value, BPF_ANY));
-	EXPECT_EQ(-1, bpf_map_update_elem(fd, &key, &value, BPF_ANY));
-	EXPECT_EQ(E2BIG, errno);
+	/* libbpf 1.x returns the negative errno itself. */
+	EXPECT_EQ(-E2BIG, bpf_map_update_elem(fd, &key, &value, BPF_ANY));
 	close(fd);
 }
 

@@ -2,7 +2,7 @@
 import argparse
 import sys
 
-from . import debugger, stages, workflow
+from . import bench, check, debugger, exercises, stages, workflow
 from .errors import LabError
 
 
@@ -81,9 +81,8 @@ def main(argv=None):
     verb("test", cmd_test, "run the stage's guest tests")
     verb("debug", cmd_debug, "boot paused with gdb attached", command=True)
     verb("gdb-test", cmd_gdb_test, "run the stage's gdb walkthroughs")
-    from . import check, exercises  # noqa: E402  (they register their own verbs)
-    check.register(verb)
-    exercises.register(verb)
+    for module in (check, exercises, bench):
+        module.register(verb)
 
     args = parser.parse_args(argv)
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 from . import settings
 from .errors import LabError
 from .log import info
+from .tree import KernelTree
 
 BUSYBOX = "/bin/busybox"
 # Flags that let the stage trees' selftests build statically against
@@ -46,7 +47,7 @@ def build(tree, obj, stage, stage_list):
     (root / "lab/env").write_text(
         f"LAB_STAGE={stage.slug}\n"
         f"LAB_KERNEL_TREE_VERSION={shlex.quote(_tree_version(tree))}\n"
-        f"LAB_SOURCE_PACKAGE_VERSION={shlex.quote(_package_version(tree))}\n"
+        f"LAB_SOURCE_PACKAGE_VERSION={shlex.quote(KernelTree(tree).source_version())}\n"
         "export LAB_STAGE LAB_KERNEL_TREE_VERSION LAB_SOURCE_PACKAGE_VERSION\n")
     image = obj / "lab-initramfs.cpio"
     _cpio(root, image)
@@ -154,8 +155,3 @@ def _cpio(root, image):
 def _tree_version(tree):
     return subprocess.run(["make", "-s", "-C", str(tree), "kernelversion"], capture_output=True,
                           text=True).stdout.strip()
-
-
-def _package_version(tree):
-    return subprocess.run(["git", "-C", str(tree), "config", "lab.source-version"],
-                          capture_output=True, text=True).stdout.strip()

@@ -77,12 +77,22 @@ class Stage:
 
     @property
     def tests(self):
+        """Tests run in the guest."""
+        return self._test_list("tests")
+
+    @property
+    def host_tests(self):
+        """Tests run on the host, in the stage tree (for example Kconfig's
+        own test suite, which runs the real conf)."""
+        return self._test_list("host-tests")
+
+    def _test_list(self, name):
         tests = []
-        for line in data_lines(self.path / "tests"):
-            name, _, command = line.partition(" ")
+        for line in data_lines(self.path / name):
+            test_name, _, command = line.partition(" ")
             if not command.strip():
-                raise LabError(f"{self.path}/tests: test '{name}' has no command")
-            tests.append(Test(name, command.strip()))
+                raise LabError(f"{self.path}/{name}: test '{test_name}' has no command")
+            tests.append(Test(test_name, command.strip()))
         return tests
 
     @property

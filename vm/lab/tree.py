@@ -74,15 +74,21 @@ class KernelTree:
         git(source, "commit", "-q", "--no-verify", "-m", message,
             env={"GIT_AUTHOR_DATE": settings.LAB_IDENT["GIT_COMMITTER_DATE"]})
         git(source, "tag", "-a", "base", "-m", f"{settings.SOURCE_PACKAGE} {version}")
-        git(source, "config", "lab.source-version", version)
         git(source, "checkout", "-q", "--detach", "base")
         git(source, "branch", "-q", "-D", "base-import")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         source.rename(self.path)
         shutil.rmtree(partial)
 
+    def source_version(self):
+        """The Debian package version the base commit was made from, as its
+        tag records it (clones of the tree carry the tag along)."""
+        message = self.git("tag", "-l", "--format=%(contents)", "base", check=False).stdout
+        prefix = settings.SOURCE_PACKAGE + " "
+        return message.strip()[len(prefix):] if message.startswith(prefix) else ""
+
     def _warn_on_drift(self):
-        made_from = self.git("config", "lab.source-version", check=False).stdout.strip()
+        made_from = self.source_version()
         installed = installed_source_version()
         if installed and made_from and installed != made_from:
             warn(f"{self.path} was made from {settings.SOURCE_PACKAGE} {made_from}, but "

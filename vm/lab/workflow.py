@@ -3,7 +3,9 @@
 Targets that only read the tree build whatever is in it, uncommitted edits
 included. They switch the tree to another stage only when it is clean.
 """
+import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,18 +137,49 @@ class TestRun:
 
 
 def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=()):
-    """Boot the stage with its test list and parse the KTAP it writes."""
+    """The stage's host tests, then a boot with its guest test list; one
+    report of both."""
+    out = fresh_dir(out or results_dir(work))
+    host = run_host_tests(work, out, quiet) if work.stage.host_tests else None
     if build:
         build_kernel(work, quiet=quiet)
     initrd = build_guest(work, "test")
-    out = fresh_dir(out or results_dir(work))
     boot = qemu.Boot(work.kernel, initrd, "test", out, extra_cmdline=list(extra_cmdline))
     outcome = qemu.run_watched(boot, work.stage.timeout, out / "console.log", echo=not quiet)
     ktap_file = out / "ktap.txt"
     report = ktap.parse(ktap_file.read_text(errors="replace") if ktap_file.exists() else "")
     if not outcome.ok:
         report.problems.append(outcome.explain())
+    if host:
+        report.results[:0] = host.results
+        report.problems[:0] = host.problems
     return TestRun(report, outcome, out)
+
+
+def run_host_tests(work, out, quiet):
+    """Host tests follow the guest runner's rules: exit 0 passes, 4 skips,
+    KTAP output nests. They run in the stage tree with LAB_OBJ set."""
+    lines = ["KTAP version 1", f"1..{len(work.stage.host_tests)}"]
+    env = dict(os.environ, LAB_OBJ=str(work.obj), LAB_REPO=str(settings.REPO))
+    for number, test in enumerate(work.stage.host_tests, 1):
+        try:
+            result = subprocess.run(["sh", "-c", test.command], cwd=work.tree.path, env=env,
+                                    capture_output=True, text=True, errors="replace",
+                                    timeout=work.stage.timeout)
+            output, status = result.stdout + result.stderr, result.returncode
+        except subprocess.TimeoutExpired:
+            output, status = f"timed out after {work.stage.timeout} s\n", 124
+        if not quiet:
+            print(output, end="")
+        nested = any(ktap.VERSION.match(l.strip()) for l in output.splitlines())
+        prefix = "    " if nested else "# "
+        lines += [prefix + l for l in output.splitlines()]
+        verdict = {0: "ok", 4: "ok"}.get(status, "not ok")
+        lines.append(f"{verdict} {number} {test.name}" +
+                     (" # SKIP" if status == 4 else f" # exit status {status}" if status else ""))
+    text = "\n".join(lines) + "\n"
+    (out / "host-ktap.txt").write_text(text)
+    return ktap.parse(text)
 
 
 def print_report(title, run):

@@ -35,9 +35,8 @@ def fake_lab(tmp_path, monkeypatch):
     git(tree, "init", "-q", "-b", "import")
     git(tree, "add", "-A")
     git(tree, "commit", "-q", "-m", "base")
-    git(tree, "tag", "-a", "base", "-m", "fake base")
+    git(tree, "tag", "-a", "base", "-m", "linux-source-6.1 6.1.192-3")
     git(tree, "checkout", "-q", "--detach", "base")
-    git(tree, "config", "lab.source-version", "6.1.192-3")
 
     (tree / "lru.c").write_text("int rotate(void)\n{\n\treturn 1;\n}\n")
     git(tree, "commit", "-q", "-am", "lru: rotate returns one\n\nBecause.\n\nSigned-off-by: A <a@b>")

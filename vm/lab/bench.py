@@ -1,0 +1,127 @@
+"""`make bench`: build and boot figures for docs/benchmarks.md.
+
+Wall-clock seconds on a shared machine drift, so boot figures are also given
+as ratios against a bare QEMU boot of the same kernel whose /init is one
+line; the ratio says what the lab's own guest costs."""
+import os
+import platform
+import shutil
+import statistics
+import time
+from datetime import date
+
+from . import initramfs, kbuild, qemu, settings, stages, workflow
+from .errors import LabError
+from .log import info
+from .tree import KernelTree
+
+ROUNDS = 5
+
+
+def timed(func):
+    begin = time.monotonic()
+    func()
+    return time.monotonic() - begin
+
+
+def machine():
+    model = "unknown CPU"
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{model}, {os.cpu_count()} cores, {mem:.0f} GiB, {platform.platform()}"
+
+
+def bare_initramfs(obj):
+    """busybox and a one-line /init that powers off at once."""
+    root = obj / "lab-bare"
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "bin").mkdir(parents=True)
+    shutil.copy2(initramfs.BUSYBOX, root / "bin/busybox")
+    (root / "init").write_text("#!/bin/busybox sh\n/bin/busybox reboot -f\n")
+    (root / "init").chmod(0o755)
+    image = obj / "lab-bare.cpio"
+    initramfs._cpio(root, image)
+    return image
+
+
+def boot_seconds(work, initrd, rounds=ROUNDS):
+    out = workflow.fresh_dir(settings.BUILD / "bench" / "boot")
+    times = []
+    for _ in range(rounds):
+        outcome = qemu.run_watched(qemu.Boot(work.kernel, initrd, "run", out), 120,
+                                   out / "console.log")
+        if not outcome.ok:
+            raise LabError(outcome.explain())
+        times.append(outcome.seconds)
+    return statistics.median(times)
+
+
+def cmd_bench(args):
+    rows = []
+    main = KernelTree()
+    main.ensure_base()
+    stage = stages.resolve(args.stage) if args.stage else stages.all_stages()[0]
+    main.prepare(stages.latest())
+    # The workshop worktree, like make check: the student's tree stays as it is.
+    work = workflow.Work(main.reset_workshop(stage.branch), stage)
+    all_stages = stages.all_stages()
+
+    info("cold build: a fresh object directory, ccache off")
+    cold_obj = settings.BUILD / "bench" / "kbuild-cold"
+    shutil.rmtree(cold_obj, ignore_errors=True)
+    os.environ["LAB_CCACHE"] = "0"
+    try:
+        seconds = timed(lambda: kbuild.build(work.tree.path, cold_obj, work.stage_list, quiet=True))
+    finally:
+        os.environ.pop("LAB_CCACHE")
+        shutil.rmtree(cold_obj, ignore_errors=True)
+    rows.append(("cold kernel build (`-j%d`, no ccache)" % settings.jobs(), f"{seconds:.0f} s", ""))
+
+    following = [s for s in all_stages if s.number > work.stage.number]
+    if following:
+        workflow.build_kernel(work, quiet=True)
+        nxt = following[0]
+        info(f"stage switch: {work.stage.slug} -> {nxt.slug}, incremental rebuild")
+        switched = workflow.Work(main.reset_workshop(nxt.branch), nxt)
+        seconds = timed(lambda: workflow.build_kernel(switched, quiet=True))
+        rows.append((f"rebuild after switching {work.stage.number} -> {nxt.number}",
+                     f"{seconds:.0f} s", "target: at most 60 s"))
+        main.reset_workshop(stage.branch)
+    workflow.build_kernel(work, quiet=True)
+
+    info("boot figures, median of %d" % ROUNDS)
+    bare = boot_seconds(work, bare_initramfs(work.obj))
+    lab_init = boot_seconds(work, workflow.build_guest(work, "run", "true"))
+    rows.append(("bare QEMU boot, one-line `/init` that powers off", f"{bare:.2f} s", "reference"))
+    rows.append(("boot to the lab's `/init`, run `true`, power off", f"{lab_init:.2f} s",
+                 f"{lab_init / bare:.2f} x bare; target: a shell within 1.5 s"))
+    lru = boot_seconds(work, workflow.build_guest(work, "run", "test_lru_map"), rounds=3)
+    rows.append(("boot, run `test_lru_map`, power off", f"{lru:.2f} s", f"{lru / bare:.2f} x bare"))
+
+    accel = qemu.accelerator()
+    table = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
+    section = (f"## Build and boot ({date.today().isoformat()}, stage {work.stage.slug})\n\n"
+               f"Machine: {machine()}; accelerator: {accel}.\n\n"
+               f"| Measurement | Figure | Note |\n| --- | --- | --- |\n{table}\n")
+    write_section(section, "## Build and boot")
+    print(section)
+
+
+def write_section(section, heading):
+    """Replace the section that starts with `heading` in docs/benchmarks.md."""
+    path = settings.REPO / "docs" / "benchmarks.md"
+    text = path.read_text() if path.exists() else "# Benchmarks\n\nMeasured by `make bench`.\n"
+    start = text.find(heading)
+    if start == -1:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + section + (text[end + 1:] if end != -1 else "")
+    path.write_text(text)
+
+
+def register(verb):
+    verb("bench", cmd_bench, "measure build and boot times into docs/benchmarks.md")
