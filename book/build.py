@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from datetime import date
@@ -251,7 +252,9 @@ class Book:
         state = self.state()
         yes, no = "✓", "—"
         rows = ["| Feature | Area | Chapter | Written | Stage tests | Exercises |",
-                "| --- | --- | --- | :-: | :-: | :-: |"]
+                # dashes set the relative column widths when rows are long
+                "| " + "-" * 30 + " | " + "-" * 12 + " | " + "-" * 28 + " | :" + "-" * 8 +
+                ": | :" + "-" * 8 + ": | :" + "-" * 8 + ": |"]
         uncovered = []
         for feat in self.data.get("feature", []):
             slug = feat.get("chapter")
@@ -523,12 +526,11 @@ def main(argv: list[str] | None = None) -> int:
     book = Book(root, out, formats, args.run_missing, not args.quiet)
     try:
         if args.check_includes:
-            if args.out is None:
-                out = root / "build/book-check"
-                book.out, book.work = out, out / ".work"
-            book.check_includes()
+            with tempfile.TemporaryDirectory(prefix="book-check-") as tmp:
+                book.out, book.work = Path(tmp), Path(tmp) / ".work"
+                book.check_includes()
             n = sum(1 for c in book.chapters for _ in re.finditer(
-                r"^\s*```+\s*\{[^}]*\b(include|patch)=", c.source.read_text(), re.M))
+                r"^\s*```+\s*\{[^}]*\b(include|src|patch)=", c.source.read_text(), re.M))
             print(f"book: {n} inclusions in {len(book.chapters)} chapters resolve")
         else:
             book.build()

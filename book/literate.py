@@ -560,15 +560,23 @@ def answer(req: dict) -> tuple[str, int, str, str]:
     if "patch" in req:
         text, lang, caption = patch_excerpt(req)
         return text, 0, lang, caption
-    path = req.get("include", "")
-    if not path:
-        raise BookError("an inclusion block needs include=PATH or patch=DIR/FILE")
-    stage = resolve_stage(req.get("stage") or req.get("default-stage") or "base")
-    text = read_stage_file(stage, path)
+    if "src" in req:                  # a file of this repository, as it is now
+        path = req["src"]
+        full = (ROOT / path).resolve()
+        if not full.is_relative_to(ROOT.resolve()) or not full.is_file():
+            raise BookError(f"file {path} does not exist in the lab repository")
+        text = full.read_text()
+        where = "lab repository"
+    else:
+        path = req.get("include", "")
+        if not path:
+            raise BookError("an inclusion block needs include=PATH, src=PATH or patch=DIR/FILE")
+        stage = resolve_stage(req.get("stage") or req.get("default-stage") or "base")
+        text = read_stage_file(stage, path)
+        where = f"stage {stage.slug}"
     kinds = [k for k in SYMBOL_KINDS if k in req]
     if len(kinds) + ("lines" in req) > 1:
         raise BookError("give one of " + ", ".join(f"{k}=" for k in [*SYMBOL_KINDS, "lines"]))
-    where = f"stage {stage.slug}"
     if kinds:
         kind = kinds[0]
         name = req[kind]
@@ -593,7 +601,7 @@ def answer(req: dict) -> tuple[str, int, str, str]:
 
 
 def describe(req: dict) -> str:
-    what = req.get("include") or f"kernel-patches/{req.get('patch', '?')}"
+    what = req.get("include") or req.get("src") or f"kernel-patches/{req.get('patch', '?')}"
     sym = next((f"{k}={req[k]}" for k in [*SYMBOL_KINDS, "lines", "file", "hunk"] if k in req), "")
     stage = req.get("stage") or req.get("default-stage") or ""
     return f"{req.get('chapter', '?')}: inclusion of {what}" + (f" {sym}" if sym else "") + \

@@ -2,6 +2,7 @@
 literate.lua: turn a chapter's literate blocks into ordinary pandoc blocks.
 
   ```{include=PATH fn=NAME stage=NN}      code from a stage of the kernel tree
+  ```{src=PATH fn=NAME}                   code from this repository (stages/, vm/, tools/...)
   ```{patch=NN/NNNN file=PATH hunk=N}     a patch (or part of it) from kernel-patches/
   ```{results=NN-slug/FILE}               output of a test or bench run (build/results)
   ```dot                                   a Graphviz diagram
@@ -84,6 +85,7 @@ end
 
 local function is_inclusion(cb)
   return cb.attributes["include"] ~= nil or cb.attributes["patch"] ~= nil
+      or cb.attributes["src"] ~= nil
 end
 
 -------------------------------------------------------------------------------
@@ -188,13 +190,18 @@ local function select_lines(text, cb)
   for line in (text:gsub("\n$", "") .. "\n"):gmatch("(.-)\n") do table.insert(lines, line) end
   local a, b = 1, #lines
   if cb.attributes["lines"] then
-    local x, y = cb.attributes["lines"]:match("^(%d+)%-?(%d*)$")
-    if not x then return nil, "lines=" .. cb.attributes["lines"] .. ": expected A-B" end
-    a, b = tonumber(x), (y ~= "" and tonumber(y) or #lines)
+    local x, dash, y = cb.attributes["lines"]:match("^(%d+)(%-?)(%d*)$")
+    if not x then return nil, "lines=" .. cb.attributes["lines"] .. ": expected A-B, A- or A" end
+    a = tonumber(x)
+    b = (y ~= "" and tonumber(y)) or (dash == "-" and #lines) or a
   elseif cb.attributes["tail"] then
-    a = math.max(1, #lines - tonumber(cb.attributes["tail"]) + 1)
+    local n = tonumber(cb.attributes["tail"])
+    if not n then return nil, "tail=" .. cb.attributes["tail"] .. ": expected a number" end
+    a = math.max(1, #lines - n + 1)
   elseif cb.attributes["head"] then
-    b = math.min(#lines, tonumber(cb.attributes["head"]))
+    local n = tonumber(cb.attributes["head"])
+    if not n then return nil, "head=" .. cb.attributes["head"] .. ": expected a number" end
+    b = math.min(#lines, n)
   end
   local kept = {}
   for i = a, math.min(b, #lines) do table.insert(kept, lines[i]) end
@@ -222,6 +229,12 @@ local function results_block(cb)
   end
   local cap_blocks = {}
   local origin = {pandoc.Str("Results:"), pandoc.Space(), pandoc.Code("build/results/" .. rel)}
+  local part = (cb.attributes["lines"] and ("lines " .. cb.attributes["lines"]))
+    or (cb.attributes["head"] and ("first " .. cb.attributes["head"] .. " lines"))
+    or (cb.attributes["tail"] and ("last " .. cb.attributes["tail"] .. " lines"))
+  if part then
+    table.insert(origin, pandoc.Str(" · " .. part))
+  end
   if caption then
     local own = md_inlines(caption)
     own:insert(pandoc.Str(" —"))

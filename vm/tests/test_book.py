@@ -140,6 +140,9 @@ CHAPTER = """\
 ```{patch=01/0001 file=kernel/demo.c hunk=1}
 ```
 
+```{src=stages/01-lru-list/tests lines=2-3 .bash}
+```
+
 ```{patch=01-lru-list/0001-demo-count-rotations.patch part=message}
 ```
 
@@ -150,6 +153,9 @@ See [the rotation](#lst-rotate) and [the introduction](00-introduction.md#introd
 ## Results
 
 ```{results=01-lru-list/ktap.txt}
+```
+
+```{results=01-lru-list/ktap.txt tail=2 #last-two}
 ```
 
 ```{results=01-lru-list/table.md}
@@ -258,6 +264,8 @@ def test_code_inclusions_render_with_origin_and_line_numbers(demo):
     assert "0001-demo-count-rotations.patch</code> “demo: count rotations” · <code>kernel/demo.c" in page
     assert 'class="sourceCode diff"' in page
     assert "The count is what the test reads." in page
+    assert "<code>stages/01-lru-list/tests</code> · lines 2–3 · lab repository" in page
+    assert 'class="sourceCode bash"' in page
     intro = (demo["out"] / "00-introduction.html").read_text()
     assert "struct demo_list" in intro and "stage 00-base" in intro
 
@@ -266,6 +274,9 @@ def test_results_render_by_kind_and_missing_ones_say_how_to_make_them(demo):
     out = demo["out"]
     page = (out / "01-lru-list.html").read_text()
     assert "ok 1 rotate" in page and 'class="ktap"' in page
+    tail = re.search(r'<div id="last-two" class="results".*?</div>\s*<pre[^>]*><code>(.*?)</code>',
+                     page, re.S)
+    assert tail and tail.group(1) == "ok 1 rotate\nok 2 count"
     assert page.count("<table") >= 2 and "<td>hash</td>" in page and "<td>19</td>" in page
     assert (out / "results/01-lru-list--plot.svg").is_file()
     assert len(list((out / "figures").glob("dot-*.svg"))) == 2
@@ -376,7 +387,7 @@ def test_check_includes_mode(demo):
                            "--check-includes"], capture_output=True, text=True,
                           env={**os.environ, **demo["env"]})
     assert proc.returncode == 0, proc.stderr
-    assert "5 inclusions in 2 chapters resolve" in proc.stdout
+    assert "6 inclusions in 2 chapters resolve" in proc.stdout
 
 
 # ---------------------------------------------------------------------------
