@@ -32,6 +32,7 @@ help:
 	@echo "  make grade [STAGE=NN] [TREE=path]  grade the exercises in a kernel tree"
 	@echo "  make book                   render the chapters (HTML, EPUB, PDF)"
 	@echo "  make check                  run every test; ends with 'N passed, N failed'"
+	@echo "                              (STAGE=NN: only that stage's guest tier; TIER=host|guest)"
 	@echo "  make bench                  measure build and boot times (docs/benchmarks.md)"
 	@echo "  make deps                   install missing Debian packages"
 	@echo "  make stages                 list the stages"
@@ -74,7 +75,7 @@ console: deps-debug
 	@socat -,rawer,escape=0x1d UNIX-CONNECT:$(BUILD)/console.sock
 
 check: deps-check
-	@$(LAB) check
+	@$(LAB) check $(if $(STAGE),--stage '$(STAGE)') $(if $(TIER),--tier '$(TIER)')
 
 bench: deps-debug
 	@$(LAB) bench

@@ -1,6 +1,7 @@
 """`make check`: the host tier (tests of the machinery, tools and book), then
 every stage booted under QEMU with its guest tests, gdb walkthroughs and
 exercise-grader proofs. Ends with exactly one line: 'N passed, N failed'."""
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -73,11 +74,16 @@ def cmd_check(args):
     if args.tier in ("host", "all"):
         info("host tier: the machinery's own tests")
         run_pytest(tally, "host", [settings.REPO / "vm" / "tests"],
-                   f"--ignore={book_tests}")
+                   f"--ignore={book_tests}", "-m", "not kernel")
     if args.tier in ("guest", "all"):
-        for stage in stages.all_stages():
+        for stage in [stages.resolve(args.stage)] if args.stage else stages.all_stages():
             info(f"guest tier: stage {stage.slug}")
             guest_tier(tally, stage)
+        info("guest tier: the machinery against a panicking and a hanging guest")
+        workshop = KernelTree().workshop()
+        os.environ["LAB_TEST_OBJ"] = str(workflow.Work(workshop, stages.latest()).obj)
+        run_pytest(tally, "guest-failures", [settings.REPO / "vm" / "tests"],
+                   f"--ignore={book_tests}", "-m", "kernel")
     if args.tier in ("host", "all") and book_tests.exists():
         info("book: rendering and checking (after the guest tier, so it shows real results)")
         run_pytest(tally, "book", [book_tests])

@@ -11,6 +11,7 @@ solved tree with a header line 'Exercise: <name>' naming the exercise that
 must fail.
 """
 import re
+import textwrap
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,11 +88,12 @@ def function_body_span(source, function):
 
 def hollow(source, exercise, set_slug):
     start, end = function_body_span(source, exercise.function)
-    lines = [f"\t/*",
-             f"\t * Exercise {exercise.name} ({set_slug}): {exercise.summary}",
-             f"\t * Hint: {exercise.hint}",
+    wrap = textwrap.TextWrapper(width=72, initial_indent="\t * ", subsequent_indent="\t *   ")
+    lines = ["\t/*",
+             *wrap.wrap(f"Exercise {exercise.name} ({set_slug}): {exercise.summary}"),
+             *wrap.wrap(f"Hint: {exercise.hint}"),
              f"\t * The task: exercises/{set_slug}/README.md",
-             f"\t */"]
+             "\t */"]
     lines += [f"\t{line}" for line in exercise.stub.splitlines() if line.strip()]
     return source[:start] + "\n".join(lines) + "\n" + source[end:]
 

@@ -1,0 +1,68 @@
+"""A guest that panics or hangs fails within the timeout, with the console
+tail; it never leaves the lab waiting. These boot a real teaching kernel,
+so `make check` runs them after the guest tier has built one."""
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from lab import bench, qemu
+
+pytestmark = pytest.mark.kernel
+
+
+@pytest.fixture
+def obj():
+    path = Path(os.environ.get("LAB_TEST_OBJ", "/nonexistent"))
+    if not (path / "arch/x86/boot/bzImage").exists():
+        pytest.fail("LAB_TEST_OBJ must name a built kernel's object dir "
+                    "(make check sets it after the guest tier)")
+    return path
+
+
+def one_line_init(obj, tmp_path, line):
+    root = tmp_path / "root"
+    (root / "bin").mkdir(parents=True)
+    shutil.copy2("/bin/busybox", root / "bin/busybox")
+    (root / "init").write_text(f"#!/bin/busybox sh\n{line}\n")
+    (root / "init").chmod(0o755)
+    image = tmp_path / "initrd.cpio"
+    bench.initramfs._cpio(root, image)
+    return image
+
+
+def boot(obj, initrd, tmp_path, timeout, extra=()):
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    return qemu.run_watched(qemu.Boot(obj / "arch/x86/boot/bzImage", initrd, "test", out,
+                                      extra_cmdline=list(extra)), timeout, out / "console.log")
+
+
+def test_a_panicking_guest_fails_fast_with_the_console_tail(obj, tmp_path):
+    initrd = one_line_init(obj, tmp_path, "/bin/busybox reboot -f")
+    begin = time.monotonic()
+    outcome = boot(obj, initrd, tmp_path, 60, extra=["rdinit=/no/such/init"])
+    assert not outcome.ok
+    assert "Kernel panic" in outcome.reason
+    assert time.monotonic() - begin < 60
+    assert any("Kernel panic" in line for line in outcome.tail)
+    assert "last console lines" in outcome.explain()
+
+
+def test_a_hanging_guest_is_stopped_at_the_timeout(obj, tmp_path):
+    initrd = one_line_init(obj, tmp_path, "echo lab-hang-marker; /bin/busybox sleep 600")
+    begin = time.monotonic()
+    outcome = boot(obj, initrd, tmp_path, 10)
+    elapsed = time.monotonic() - begin
+    assert not outcome.ok
+    assert "did not finish within 10 s" in outcome.reason
+    assert 10 <= elapsed < 25
+    assert any("lab-hang-marker" in line for line in outcome.tail)
+
+
+def test_a_guest_that_powers_off_is_a_clean_finish(obj, tmp_path):
+    initrd = one_line_init(obj, tmp_path, "/bin/busybox reboot -f")
+    outcome = boot(obj, initrd, tmp_path, 60)
+    assert outcome.ok, outcome.explain()
