@@ -102,7 +102,8 @@ def configure(tree, obj, stage_list):
         base + ["olddefconfig"],
     ]
     for step in steps:
-        result = subprocess.run(step, env=env, capture_output=True, text=True)
+        # merge_config.sh leaves temporary files in its working directory.
+        result = subprocess.run(step, env=env, capture_output=True, text=True, cwd=obj)
         if result.returncode != 0:
             raise LabError(f"configuring the kernel failed at: {' '.join(step)}\n"
                            + (result.stdout + result.stderr)[-3000:])
