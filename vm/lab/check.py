@@ -51,7 +51,8 @@ def guest_tier(tally, stage):
         main.ensure_base()
         main.prepare(stage)
         work = workflow.Work(main.reset_workshop(stage.branch), stage)
-        run = workflow.run_tests(work, out=settings.BUILD / "results" / stage.slug, quiet=True)
+        results = settings.BUILD / "results" / stage.slug
+        run = workflow.run_tests(work, out=results, quiet=True)
     except LabError as error:
         tally.record(f"stage {stage.slug}: build and boot", False, str(error))
         return
@@ -61,7 +62,7 @@ def guest_tier(tally, stage):
     for problem in run.report.problems:
         tally.record(f"stage {stage.slug}: complete run", False, problem)
     for script in stage.gdb_scripts:
-        missing, out = debugger.run_walkthrough(work, script, quiet=True)
+        missing, out = debugger.run_walkthrough(work, script, quiet=True, results=results)
         tally.record(f"stage {stage.slug}: gdb {script.name}", not missing,
                      f"expected /{missing}/, see {settings.shown(out / 'gdb.log')}")
     for name, ok, detail in exercises.prove(stage):

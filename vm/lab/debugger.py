@@ -5,7 +5,10 @@ A walkthrough is a gdb script whose comments declare what it needs:
     # run: <guest command>     what the guest runs while gdb watches
                                (default: the stage's test list)
     # expect: <regex>          must appear in gdb's output, in this order
+gdb gets the walkthrough's results directory (beside gdb.log; the guest's
+/lab/out) in $LAB_OUT, so that what it writes there is kept with the run.
 """
+import os
 import re
 import socket
 import subprocess
@@ -101,11 +104,11 @@ class Walkthrough:
         return None
 
 
-def run_walkthrough(work, script, quiet=False):
+def run_walkthrough(work, script, quiet=False, results=None):
     walk = Walkthrough.load(script)
     mode = "run" if walk.command else "test"
     initrd = build_guest(work, mode, walk.command)
-    out = fresh_dir(results_dir(work) / "gdb" / script.stem)
+    out = fresh_dir((results or results_dir(work)) / "gdb" / script.stem)
     port = qemu.free_port(GDB_PORT)
     boot = qemu.Boot(work.kernel, initrd, mode, out, gdb_port=port, paused=True)
     console = open(out / "console.log", "wb")
@@ -116,6 +119,7 @@ def run_walkthrough(work, script, quiet=False):
         cmd = gdb_command(work, port, batch=True) + ["-x", str(script), str(work.vmlinux)]
         try:
             result = subprocess.run(cmd, capture_output=True, text=True,
+                                    env=dict(os.environ, LAB_OUT=str(out)),
                                     timeout=work.stage.timeout)
             output = result.stdout + result.stderr
         except subprocess.TimeoutExpired as e:

@@ -42,8 +42,13 @@ def accelerator(modules_file="/proc/modules", kvm_device="/dev/kvm"):
         return "kvm"
     reason = ("/dev/kvm is not usable" if real else
               "neither kvm_intel nor kvm_amd is loaded")
-    info(f"using TCG (software emulation): {reason}; ACCEL=kvm overrides")
+    if reason not in _said:
+        _said.add(reason)
+        info(f"using TCG (software emulation): {reason}; ACCEL=kvm overrides")
     return "tcg"
+
+
+_said = set()  # say why TCG was chosen once per run, not once per boot
 
 
 @dataclass

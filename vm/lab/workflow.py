@@ -99,10 +99,22 @@ def results_dir(work, name=None):
     return work.obj / "results" / work.stage.slug
 
 
-def fresh_dir(path):
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
+def fresh_dir(path, keep=()):
+    """An empty directory, except for the subdirectories named in keep."""
+    if path.is_dir():
+        for entry in path.iterdir():
+            if entry.name in keep:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# What other runs keep in a stage's results: a test run leaves them alone.
+OTHER_RUNS = ("gdb", "proofs", "run", "shell", "debug")
 
 
 def boot_shell(work):
@@ -139,7 +151,7 @@ class TestRun:
 def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=()):
     """The stage's host tests, then a boot with its guest test list; one
     report of both."""
-    out = fresh_dir(out or results_dir(work))
+    out = fresh_dir(out or results_dir(work), keep=OTHER_RUNS)
     host = run_host_tests(work, out, quiet) if work.stage.host_tests else None
     if build:
         build_kernel(work, quiet=quiet)
