@@ -36,20 +36,24 @@ static long hits(const char *led)
 	return atol(buf);
 }
 
-/* Whether the kprobes core lists a probe on symbol right now. */
-static int kprobe_listed(const char *symbol)
+/*
+ * How many kprobes exist right now. The list names a probe by its address
+ * symbolised, which may be an alias of the symbol asked for (a probe on
+ * __x64_sys_getppid shows as __do_sys_getppid), so probes are counted, not
+ * looked up; nothing else in the guest registers kprobes.
+ */
+static int kprobes_registered(void)
 {
 	char line[256];
 	FILE *list = fopen(KPROBE_LIST, "r");
-	int found = 0;
+	int count = 0;
 
 	if (!list)
 		return -1;
 	while (fgets(line, sizeof(line), list))
-		if (strstr(line, symbol))
-			found = 1;
+		count++;
 	fclose(list);
-	return found;
+	return count;
 }
 
 FIXTURE(kprobe_led) {
@@ -145,7 +149,8 @@ TEST_F(kprobe_led, a_new_symbol_moves_the_probe)
 	ASSERT_EQ(0, led_read_attr(self->name, "symbol", buf, sizeof(buf)));
 	ASSERT_STREQ("__x64_sys_getpgrp", buf);
 	ASSERT_EQ(0, hits(self->name));
-	ASSERT_EQ(0, kprobe_listed("__x64_sys_getppid"));
+	/* Moved: the old probe is gone, not left beside the new one. */
+	ASSERT_EQ(1, kprobes_registered());
 	call_getppid();
 	ASSERT_EQ(-ETIME, uled_next(self->fd, QUIET_MS));
 	call_getpgrp();
@@ -162,6 +167,7 @@ TEST_F(kprobe_led, an_unknown_symbol_is_refused_and_disarms)
 					  "lab_no_such_function"));
 	ASSERT_EQ(0, led_read_attr(self->name, "symbol", buf, sizeof(buf)));
 	ASSERT_STREQ("", buf);
+	ASSERT_EQ(0, kprobes_registered());
 	call_getppid();
 	ASSERT_EQ(-ETIME, uled_next(self->fd, QUIET_MS));
 }
@@ -169,9 +175,9 @@ TEST_F(kprobe_led, an_unknown_symbol_is_refused_and_disarms)
 TEST_F(kprobe_led, an_empty_line_removes_the_probe)
 {
 	ASSERT_EQ(0, led_write_attr(self->name, "symbol", "__x64_sys_getppid"));
-	ASSERT_EQ(1, kprobe_listed("__x64_sys_getppid"));
+	ASSERT_EQ(1, kprobes_registered());
 	ASSERT_EQ(0, led_write_attr(self->name, "symbol", "\n"));
-	ASSERT_EQ(0, kprobe_listed("__x64_sys_getppid"));
+	ASSERT_EQ(0, kprobes_registered());
 	call_getppid();
 	ASSERT_EQ(-ETIME, uled_next(self->fd, QUIET_MS));
 }
@@ -179,9 +185,9 @@ TEST_F(kprobe_led, an_empty_line_removes_the_probe)
 TEST_F(kprobe_led, leaving_the_trigger_removes_the_probe)
 {
 	ASSERT_EQ(0, led_write_attr(self->name, "symbol", "__x64_sys_getppid"));
-	ASSERT_EQ(1, kprobe_listed("__x64_sys_getppid"));
+	ASSERT_EQ(1, kprobes_registered());
 	ASSERT_EQ(0, led_write_attr(self->name, "trigger", "none"));
-	ASSERT_EQ(0, kprobe_listed("__x64_sys_getppid"));
+	ASSERT_EQ(0, kprobes_registered());
 	call_getppid();
 	ASSERT_EQ(-ETIME, uled_next(self->fd, QUIET_MS));
 }
