@@ -3,7 +3,11 @@
 exercises/NN-slug/exercises.toml is the single source of truth. Each
 [[exercise]] names a function in the stage tree, the stub that replaces its
 body, a hint, and the KTAP results (paths like 'kunit/bpf_lru_list/case')
-that prove it. `make exercise` generates exercise/NN-slug from the stage
+that prove it. Instead of a function, an exercise may name a span: the
+lines between two marker lines, in any kind of file, that hold
+'exercise-begin: <span>' and 'exercise-end: <span>' (as comments in the
+file's own syntax). The span's lines are replaced by the stub, verbatim,
+under a header written with the begin marker's comment prefix. `make exercise` generates exercise/NN-slug from the stage
 branch; solutions/NN-slug/*.patch restore the functions and are generated
 from the same data (`lab solutions --write`), so nothing is copied by hand.
 solutions/NN-slug/wrong/*.patch are plausible mistakes, each a patch on the
@@ -26,11 +30,16 @@ from .tree import KernelTree
 class Exercise:
     name: str
     file: str
-    function: str
     summary: str
     hint: str
     tests: list
+    function: str = ""   # a C function whose body is hollowed, or
+    span: str = ""       # the name of a marked span of lines
     stub: str = ""
+
+    @property
+    def what(self):
+        return f"{self.function}()" if self.function else f"the span '{self.span}'"
 
 
 @dataclass
@@ -64,6 +73,10 @@ def load(stage):
         items = [Exercise(**item) for item in data.get("exercise", [])]
     except TypeError as error:
         raise LabError(f"{settings.shown(path)}: {error}") from None
+    for item in items:
+        if bool(item.function) == bool(item.span):
+            raise LabError(f"{settings.shown(path)}: exercise {item.name} needs either "
+                           "function or span, not both")
     names = [e.name for e in items]
     if len(set(names)) != len(names):
         raise LabError(f"{settings.shown(path)}: exercise names repeat: {names}")
@@ -86,7 +99,33 @@ def function_body_span(source, function):
     return start, end + 1
 
 
+def marked_span(source, span):
+    """(start, end, comment prefix) of the lines between the marker lines
+    'exercise-begin: SPAN' and 'exercise-end: SPAN'."""
+    begin = re.search(rf"^(.*)exercise-begin: {re.escape(span)}[ \t]*\n", source, re.M)
+    if not begin:
+        raise LabError(f"no line marks 'exercise-begin: {span}'")
+    end = re.search(rf"^.*exercise-end: {re.escape(span)}[ \t]*$", source[begin.end():], re.M)
+    if not end:
+        raise LabError(f"'exercise-begin: {span}' has no 'exercise-end: {span}' after it")
+    return begin.end(), begin.end() + end.start(), begin.group(1)
+
+
+def body_span(source, exercise):
+    """(start, end) of what the exercise takes out of the file."""
+    if exercise.function:
+        return function_body_span(source, exercise.function)
+    return marked_span(source, exercise.span)[:2]
+
+
 def hollow(source, exercise, set_slug):
+    if exercise.span:
+        start, end, prefix = marked_span(source, exercise.span)
+        lines = [f"{prefix}Exercise {exercise.name} ({set_slug}): {exercise.summary}",
+                 f"{prefix}Hint: {exercise.hint}",
+                 f"{prefix}The task: exercises/{set_slug}/README.md"]
+        lines += exercise.stub.splitlines()
+        return source[:start] + "\n".join(lines) + "\n" + source[end:]
     start, end = function_body_span(source, exercise.function)
     wrap = textwrap.TextWrapper(width=72, initial_indent="\t * ", subsequent_indent="\t *   ")
     lines = ["\t/*",
@@ -120,7 +159,7 @@ def make_exercise_branch(tree, exercise_set):
     tree.prepare(stage)
     workshop = tree.reset_workshop(stage.branch)
     hollow_tree(workshop.path, exercise_set)
-    names = ", ".join(e.function + "()" for e in exercise_set.exercises)
+    names = ", ".join(e.what for e in exercise_set.exercises)
     workshop.git("commit", "-q", "-a", "-m",
                  f"exercise: hollow out {stage.slug}\n\nReplaced by stubs: {names}.\n"
                  f"Generated from exercises/{stage.slug}/exercises.toml.",
@@ -130,22 +169,23 @@ def make_exercise_branch(tree, exercise_set):
 
 
 def solution_text(tree, exercise_set, exercise):
-    """The patch restoring one function: exercise branch -> stage branch,
-    limited to that function's hunk."""
+    """The patch restoring one function (or span): exercise branch -> stage
+    branch, limited to that function's hunk."""
     stage = exercise_set.stage
     hollowed = tree.git("show", f"{stage.exercise_branch}:{exercise.file}").stdout
     solved = tree.git("show", f"{stage.branch}:{exercise.file}").stdout
-    start, end = function_body_span(hollowed, exercise.function)
-    s_start, s_end = function_body_span(solved, exercise.function)
+    start, end = body_span(hollowed, exercise)
+    s_start, s_end = body_span(solved, exercise)
     restored = hollowed[:start] + solved[s_start:s_end] + hollowed[end:]
-    return _diff(exercise.file, hollowed, restored, exercise.name)
+    return _diff(exercise.file, hollowed, restored, exercise)
 
 
-def _diff(file, before, after, name):
+def _diff(file, before, after, exercise):
     import difflib
     body = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
                                         f"a/{file}", f"b/{file}", n=3))
-    return (f"Solution to exercise {name}: restore the function as the stage has it.\n"
+    return (f"Solution to exercise {exercise.name}: restore {exercise.what} as the stage "
+            f"has it.\n"
             f"Apply on the exercise branch with: git apply <this file>\n\n"
             f"diff --git a/{file} b/{file}\n" + body)
 

@@ -1,0 +1,67 @@
+"""Hollowing: C function bodies, and marked spans of lines in any file."""
+import pytest
+
+from lab import exercises
+from lab.errors import LabError
+
+KCONFIG = """config KEYBOARD
+\tbool "A keyboard"
+\t# exercise-begin: keyboard
+\timply LEDS
+\t# exercise-end: keyboard
+
+config LEDS
+\ttristate "LEDs"
+"""
+
+
+def span_exercise(**extra):
+    fields = dict(name="kbd", file="Kconfig", span="keyboard", summary="make it imply",
+                  hint="select forces", tests=[], stub="\tselect LEDS")
+    fields.update(extra)
+    return exercises.Exercise(**fields)
+
+
+def test_a_span_is_replaced_by_the_stub_under_a_header_in_the_files_syntax():
+    hollowed = exercises.hollow(KCONFIG, span_exercise(), "05-demo")
+    assert "\timply LEDS" not in hollowed
+    assert "\t# Exercise kbd (05-demo): make it imply\n\t# Hint: select forces\n" in hollowed
+    assert "\tselect LEDS\n\t# exercise-end: keyboard\n" in hollowed
+    # Everything outside the markers is untouched.
+    assert hollowed.startswith('config KEYBOARD\n\tbool "A keyboard"\n\t# exercise-begin: keyboard\n')
+    assert hollowed.endswith('config LEDS\n\ttristate "LEDs"\n')
+
+
+def test_the_span_of_the_solved_file_restores_it():
+    exercise = span_exercise()
+    hollowed = exercises.hollow(KCONFIG, exercise, "05-demo")
+    start, end = exercises.body_span(hollowed, exercise)
+    s_start, s_end = exercises.body_span(KCONFIG, exercise)
+    assert hollowed[:start] + KCONFIG[s_start:s_end] + hollowed[end:] == KCONFIG
+
+
+def test_a_missing_marker_is_named():
+    with pytest.raises(LabError, match="exercise-begin: nothing"):
+        exercises.hollow(KCONFIG, span_exercise(span="nothing"), "05-demo")
+    with pytest.raises(LabError, match="no 'exercise-end: keyboard'"):
+        exercises.hollow(KCONFIG.replace("exercise-end", "exercise-stop"), span_exercise(),
+                         "05-demo")
+
+
+def test_a_function_is_still_hollowed_in_kernel_style():
+    source = "static int f(int a)\n{\n\treturn a;\n}\n"
+    exercise = exercises.Exercise(name="f", file="f.c", function="f", summary="s", hint="h",
+                                  tests=[], stub="return 0;")
+    hollowed = exercises.hollow(source, exercise, "01-demo")
+    assert "\treturn 0;\n}\n" in hollowed and "return a" not in hollowed
+
+
+def test_an_exercise_names_a_function_or_a_span(tmp_path, monkeypatch):
+    from lab import settings, stages
+    (tmp_path / "09-demo").mkdir()
+    (tmp_path / "09-demo" / "exercises.toml").write_text(
+        '[[exercise]]\nname = "x"\nfile = "f"\nfunction = "f"\nspan = "s"\n'
+        'summary = ""\nhint = ""\ntests = []\n')
+    monkeypatch.setattr(settings, "EXERCISES_DIR", tmp_path)
+    with pytest.raises(LabError, match="either function or span"):
+        exercises.load(stages.Stage("09-demo", tmp_path))
