@@ -90,6 +90,9 @@ def _install_busybox(root):
 
 
 def _build_program(tree, program, root):
+    if program.kind == "gen":
+        _generate_file(program, root)
+        return
     if program.source.startswith("lab:"):
         source = settings.REPO / program.source[4:]
     else:
@@ -110,6 +113,21 @@ def _build_program(tree, program, root):
     if result.returncode != 0:
         raise LabError(f"building {program.guest_path} from {source} failed:\n"
                        f"{' '.join(cmd)}\n{result.stderr[-4000:]}")
+
+
+def _generate_file(program, root):
+    """A data file made at build time rather than committed: the command
+    runs in the repository with LAB_BUILD set, and its standard output
+    becomes the guest file."""
+    dest = root / program.guest_path.lstrip("/")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, LAB_BUILD=str(settings.BUILD))
+    with open(dest, "wb") as out:
+        result = subprocess.run(["sh", "-c", program.source], cwd=settings.REPO, env=env,
+                                stdout=out, stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        raise LabError(f"generating {program.guest_path} failed: {program.source}\n"
+                       f"{result.stderr[-4000:]}")
 
 
 def _copy_host_tool(name, root):
