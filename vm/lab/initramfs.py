@@ -103,6 +103,7 @@ def _build_program(tree, program, root):
     dest = root / program.guest_path.lstrip("/")
     dest.parent.mkdir(parents=True, exist_ok=True)
     includes = [f"-I{source.parent}", f"-I{tree}/tools/testing/selftests",
+                f"-I{tree}/tools/testing/selftests/bpf",
                 f"-I{tree}/tools/include/uapi", f"-I{tree}/tools/include"]
     if program.kind == "c":
         cmd = ["gcc", *C_FLAGS, *includes, *program.flags, str(source), "-o", str(dest),
