@@ -87,6 +87,13 @@ class Stage:
         own test suite, which runs the real conf)."""
         return self._test_list("host-tests")
 
+    @property
+    def host_reports(self):
+        """Commands run on the host after the guest tests, with LAB_RESULTS
+        naming the results directory: they turn what the guest measured
+        into plots or tables (same format and rules as host tests)."""
+        return self._test_list("host-reports")
+
     def _test_list(self, name):
         tests = []
         for line in data_lines(self.path / name):

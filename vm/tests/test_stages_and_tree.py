@@ -166,3 +166,15 @@ def test_failing_generator_names_the_guest_file(tmp_path):
     with pytest.raises(LabError) as error:
         initramfs._build_program(tmp_path, program, tmp_path / "root")
     assert "generating /data failed" in str(error.value) and "oops" in str(error.value)
+
+
+def test_host_reports_see_the_results_directory(tmp_path):
+    from types import SimpleNamespace
+    work = SimpleNamespace(tree=SimpleNamespace(path=tmp_path), obj=tmp_path,
+                           stage=SimpleNamespace(timeout=10))
+    tests = [stages.Test("plot", 'echo measured > "$LAB_RESULTS/plot.svg"'),
+             stages.Test("missing", 'test -s "$LAB_RESULTS/absent.svg"')]
+    report = workflow.run_host_tests(work, tmp_path, True, tests, "host-reports")
+    assert (tmp_path / "plot.svg").read_text() == "measured\n"
+    assert [r.ok for r in report.results] == [True, False]
+    assert (tmp_path / "host-reports-ktap.txt").exists()
