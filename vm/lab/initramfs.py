@@ -22,7 +22,7 @@ BPF_FLAGS = ["-O2", "-g", "-target", "bpf", "-D__x86_64__",
              "-I/usr/include/x86_64-linux-gnu"]
 
 
-def build(tree, obj, stage, stage_list):
+def build(tree, obj, stage, stage_list, tests=None):
     root = obj / "lab-guest"
     shutil.rmtree(root, ignore_errors=True)
     for d in ("bin", "sbin", "usr/bin", "usr/sbin", "lib", "lib64", "etc", "proc", "sys",
@@ -42,7 +42,7 @@ def build(tree, obj, stage, stage_list):
     modules = obj / "lab-modules" / "lib" / "modules"
     if modules.is_dir():
         shutil.copytree(modules, root / "lib" / "modules", dirs_exist_ok=True, symlinks=True)
-    tests = "\n".join(f"{t.name} {t.command}" for t in stage.tests)
+    tests = "\n".join(f"{t.name} {t.command}" for t in (stage.tests if tests is None else tests))
     (root / "lab/tests").write_text(tests + "\n" if tests else "")
     (root / "lab/env").write_text(
         f"LAB_STAGE={stage.slug}\n"
