@@ -22,7 +22,7 @@ BPF_FLAGS = ["-O2", "-g", "-target", "bpf", "-D__x86_64__",
              "-I/usr/include/x86_64-linux-gnu"]
 
 
-def build(tree, obj, stage, stage_list):
+def build(tree, obj, stage, stage_list, tests=None):
     root = obj / "lab-guest"
     shutil.rmtree(root, ignore_errors=True)
     for d in ("bin", "sbin", "usr/bin", "usr/sbin", "lib", "lib64", "etc", "proc", "sys",
@@ -42,7 +42,7 @@ def build(tree, obj, stage, stage_list):
     modules = obj / "lab-modules" / "lib" / "modules"
     if modules.is_dir():
         shutil.copytree(modules, root / "lib" / "modules", dirs_exist_ok=True, symlinks=True)
-    tests = "\n".join(f"{t.name} {t.command}" for t in stage.tests)
+    tests = "\n".join(f"{t.name} {t.command}" for t in (stage.tests if tests is None else tests))
     (root / "lab/tests").write_text(tests + "\n" if tests else "")
     (root / "lab/env").write_text(
         f"LAB_STAGE={stage.slug}\n"
@@ -90,6 +90,9 @@ def _install_busybox(root):
 
 
 def _build_program(tree, program, root):
+    if program.kind == "gen":
+        _generate_file(program, root)
+        return
     if program.source.startswith("lab:"):
         source = settings.REPO / program.source[4:]
     else:
@@ -100,6 +103,7 @@ def _build_program(tree, program, root):
     dest = root / program.guest_path.lstrip("/")
     dest.parent.mkdir(parents=True, exist_ok=True)
     includes = [f"-I{source.parent}", f"-I{tree}/tools/testing/selftests",
+                f"-I{tree}/tools/testing/selftests/bpf",
                 f"-I{tree}/tools/include/uapi", f"-I{tree}/tools/include"]
     if program.kind == "c":
         cmd = ["gcc", *C_FLAGS, *includes, *program.flags, str(source), "-o", str(dest),
@@ -110,6 +114,21 @@ def _build_program(tree, program, root):
     if result.returncode != 0:
         raise LabError(f"building {program.guest_path} from {source} failed:\n"
                        f"{' '.join(cmd)}\n{result.stderr[-4000:]}")
+
+
+def _generate_file(program, root):
+    """A data file made at build time rather than committed: the command
+    runs in the repository with LAB_BUILD set, and its standard output
+    becomes the guest file."""
+    dest = root / program.guest_path.lstrip("/")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, LAB_BUILD=str(settings.BUILD))
+    with open(dest, "wb") as out:
+        result = subprocess.run(["sh", "-c", program.source], cwd=settings.REPO, env=env,
+                                stdout=out, stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        raise LabError(f"generating {program.guest_path} failed: {program.source}\n"
+                       f"{result.stderr[-4000:]}")
 
 
 def _copy_host_tool(name, root):

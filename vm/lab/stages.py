@@ -19,8 +19,9 @@ class Test:
 @dataclass(frozen=True)
 class Program:
     guest_path: str
-    kind: str          # "c" or "bpf"
-    source: str        # relative to the kernel tree, or "lab:" + relative to the repo
+    kind: str          # "c", "bpf" or "gen"
+    source: str        # relative to the kernel tree, or "lab:" + relative to the repo;
+                       # for "gen", a host shell command whose output is the file
     flags: tuple
 
 
@@ -86,6 +87,13 @@ class Stage:
         own test suite, which runs the real conf)."""
         return self._test_list("host-tests")
 
+    @property
+    def host_reports(self):
+        """Commands run on the host after the guest tests, with LAB_RESULTS
+        naming the results directory: they turn what the guest measured
+        into plots or tables (same format and rules as host tests)."""
+        return self._test_list("host-reports")
+
     def _test_list(self, name):
         tests = []
         for line in data_lines(self.path / name):
@@ -100,9 +108,10 @@ class Stage:
         programs = []
         for line in data_lines(self.path / "programs"):
             fields = shlex.split(line)
-            if len(fields) < 3 or fields[1] not in ("c", "bpf"):
+            if len(fields) < 3 or fields[1] not in ("c", "bpf", "gen"):
                 raise LabError(f"{self.path}/programs: cannot parse '{line}' "
-                               "(expected: guest-path c|bpf source [flags])")
+                               "(expected: guest-path c|bpf source [flags], "
+                               "or guest-path gen 'command')")
             programs.append(Program(fields[0], fields[1], fields[2], tuple(fields[3:])))
         return programs
 

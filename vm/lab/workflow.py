@@ -86,8 +86,8 @@ def build_kernel(work, quiet=False):
     return kbuild.build(work.tree.path, work.obj, work.stage_list, quiet=quiet)
 
 
-def build_guest(work, mode, command=None):
-    initramfs.build(work.tree.path, work.obj, work.stage, work.stage_list)
+def build_guest(work, mode, command=None, tests=None):
+    initramfs.build(work.tree.path, work.obj, work.stage, work.stage_list, tests)
     return initramfs.run_archive(work.obj, mode, command)
 
 
@@ -148,14 +148,18 @@ class TestRun:
         return self.outcome.ok and self.report.ok
 
 
-def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=()):
+def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=(), only=None):
     """The stage's host tests, then a boot with its guest test list; one
-    report of both."""
+    report of both. With `only` (a set of test names), just those tests
+    run, and no host reports: grading needs no measurements."""
     out = fresh_dir(out or results_dir(work), keep=OTHER_RUNS)
-    host = run_host_tests(work, out, quiet) if work.stage.host_tests else None
+    pick = (lambda tests: tests) if only is None else \
+        (lambda tests: [t for t in tests if t.name in only])
+    host_tests = pick(work.stage.host_tests)
+    host = run_host_tests(work, out, quiet, host_tests) if host_tests else None
     if build:
         build_kernel(work, quiet=quiet)
-    initrd = build_guest(work, "test")
+    initrd = build_guest(work, "test", tests=pick(work.stage.tests))
     boot = qemu.Boot(work.kernel, initrd, "test", out, extra_cmdline=list(extra_cmdline))
     outcome = qemu.run_watched(boot, work.stage.timeout, out / "console.log", echo=not quiet)
     ktap_file = out / "ktap.txt"
@@ -165,15 +169,22 @@ def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=()):
     if host:
         report.results[:0] = host.results
         report.problems[:0] = host.problems
+    if work.stage.host_reports and outcome.ok and only is None:
+        after = run_host_tests(work, out, quiet, work.stage.host_reports, "host-reports")
+        report.results += after.results
+        report.problems += after.problems
     return TestRun(report, outcome, out)
 
 
-def run_host_tests(work, out, quiet):
+def run_host_tests(work, out, quiet, tests=None, name="host"):
     """Host tests follow the guest runner's rules: exit 0 passes, 4 skips,
-    KTAP output nests. They run in the stage tree with LAB_OBJ set."""
-    lines = ["KTAP version 1", f"1..{len(work.stage.host_tests)}"]
-    env = dict(os.environ, LAB_OBJ=str(work.obj), LAB_REPO=str(settings.REPO))
-    for number, test in enumerate(work.stage.host_tests, 1):
+    KTAP output nests. They run in the stage tree with LAB_OBJ, LAB_REPO
+    and LAB_RESULTS (this run's results directory) set."""
+    tests = work.stage.host_tests if tests is None else tests
+    lines = ["KTAP version 1", f"1..{len(tests)}"]
+    env = dict(os.environ, LAB_OBJ=str(work.obj), LAB_REPO=str(settings.REPO),
+               LAB_RESULTS=str(out))
+    for number, test in enumerate(tests, 1):
         try:
             result = subprocess.run(["sh", "-c", test.command], cwd=work.tree.path, env=env,
                                     capture_output=True, text=True, errors="replace",
@@ -190,7 +201,7 @@ def run_host_tests(work, out, quiet):
         lines.append(f"{verdict} {number} {test.name}" +
                      (" # SKIP" if status == 4 else f" # exit status {status}" if status else ""))
     text = "\n".join(lines) + "\n"
-    (out / "host-ktap.txt").write_text(text)
+    (out / f"{name}-ktap.txt").write_text(text)
     return ktap.parse(text)
 
 

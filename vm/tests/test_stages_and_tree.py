@@ -151,3 +151,30 @@ def test_stage_branch_with_foreign_commits_is_not_rewritten(fake_lab):
         workflow.prepare_stage("01")
     assert "branch -m stage/01-demo" in str(error.value)
     assert tree.rev("stage/01-demo") == tip
+
+
+def test_generated_guest_file_is_the_commands_output(tmp_path):
+    from lab import initramfs
+    program = stages.Program("/usr/share/x/data", "gen", "printf '%s\\n' 1 2; echo $LAB_BUILD >&2", ())
+    initramfs._build_program(tmp_path, program, tmp_path / "root")
+    assert (tmp_path / "root/usr/share/x/data").read_text() == "1\n2\n"
+
+
+def test_failing_generator_names_the_guest_file(tmp_path):
+    from lab import initramfs
+    program = stages.Program("/data", "gen", "echo oops >&2; exit 3", ())
+    with pytest.raises(LabError) as error:
+        initramfs._build_program(tmp_path, program, tmp_path / "root")
+    assert "generating /data failed" in str(error.value) and "oops" in str(error.value)
+
+
+def test_host_reports_see_the_results_directory(tmp_path):
+    from types import SimpleNamespace
+    work = SimpleNamespace(tree=SimpleNamespace(path=tmp_path), obj=tmp_path,
+                           stage=SimpleNamespace(timeout=10))
+    tests = [stages.Test("plot", 'echo measured > "$LAB_RESULTS/plot.svg"'),
+             stages.Test("missing", 'test -s "$LAB_RESULTS/absent.svg"')]
+    report = workflow.run_host_tests(work, tmp_path, True, tests, "host-reports")
+    assert (tmp_path / "plot.svg").read_text() == "measured\n"
+    assert [r.ok for r in report.results] == [True, False]
+    assert (tmp_path / "host-reports-ktap.txt").exists()

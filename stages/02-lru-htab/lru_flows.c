@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Grader of the flow-counter exercise: attach lru_flow_count.bpf.o at tc
+ * ingress of a veth in a network namespace, send it more UDP flows than
+ * its "flows" table holds, and check what an LRU flow table promises.
+ *
+ *   lru_flows OBJECT TX-IFNAME NETNS-PATH RX-IFNAME
+ *
+ * Traffic, all from CPU 0: cold flows 0..3N-1 (N = max_entries), one after
+ * the other, flow c sending 1 + c % 3 packets in a row. Once 2N cold flows
+ * have gone by, long after the table filled, a hot flow starts and sends
+ * one packet after every cold flow. Checks (KTAP):
+ *   - the table never holds more than N flows (counted every 128 flows);
+ *   - the hot flow is there at the end with every packet counted, so it
+ *     was never evicted;
+ *   - the newest N/4 cold flows are all there (a full plain hash map would
+ *     have refused them);
+ *   - every flow in the table is one that was sent, with its exact count.
+ * Which flows survived, by age, goes to $LAB_RESULTS/lru-flows.txt.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#define HOT_PORT 5000
+#define COLD_PORT_BASE 10000
+#define DEST_PORT 9
+
+struct flow_key {		/* as progs/lru_flow_count.c has it */
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 protocol;
+	__u8 pad[3];
+};
+
+static unsigned long long sent[65536];	/* packets sent, by source port */
+static int failed;
+
+static void die(const char *what)
+{
+	printf("# %s: %s\nBail out! %s\n", what, strerror(errno), what);
+	exit(1);
+}
+
+static void result(int n, const char *name, int ok, const char *why)
+{
+	printf("%s %d %s%s%s\n", ok ? "ok" : "not ok", n, name, ok ? "" : " # ", ok ? "" : why);
+	failed |= !ok;
+}
+
+static __u16 ip_checksum(const void *buf, int len)
+{
+	const __u16 *p = buf;
+	__u32 sum = 0;
+
+	for (; len > 1; len -= 2)
+		sum += *p++;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+static void send_packet(int fd, int ifindex, __u16 sport)
+{
+	struct {
+		struct ethhdr eth;
+		struct iphdr ip;
+		struct udphdr udp;
+		char payload[18];
+	} __attribute__((packed)) frame = {};
+	struct sockaddr_ll to = {
+		.sll_family = AF_PACKET,
+		.sll_ifindex = ifindex,
+		.sll_halen = ETH_ALEN,
+	};
+
+	memset(frame.eth.h_dest, 0xff, ETH_ALEN);
+	frame.eth.h_source[0] = 0x02;
+	frame.eth.h_proto = htons(ETH_P_IP);
+	frame.ip.version = 4;
+	frame.ip.ihl = 5;
+	frame.ip.ttl = 64;
+	frame.ip.protocol = IPPROTO_UDP;
+	frame.ip.tot_len = htons(sizeof(frame) - sizeof(frame.eth));
+	frame.ip.saddr = htonl(0x0a630001);	/* 10.99.0.1 */
+	frame.ip.daddr = htonl(0x0a630002);	/* 10.99.0.2 */
+	frame.ip.check = ip_checksum(&frame.ip, sizeof(frame.ip));
+	frame.udp.source = htons(sport);
+	frame.udp.dest = htons(DEST_PORT);
+	frame.udp.len = htons(sizeof(frame.udp) + sizeof(frame.payload));
+	memset(to.sll_addr, 0xff, ETH_ALEN);
+	if (sendto(fd, &frame, sizeof(frame), 0, (void *)&to, sizeof(to)) != sizeof(frame))
+		die("sendto");
+	sent[sport]++;
+}
+
+static int count_flows(int map_fd)
+{
+	struct flow_key key, next;
+	int n = 0;
+
+	for (int err = bpf_map_get_next_key(map_fd, NULL, &next); !err;
+	     err = bpf_map_get_next_key(map_fd, &key, &next)) {
+		key = next;
+		n++;
+	}
+	return n;
+}
+
+static int lookup_count(int map_fd, __u16 sport, unsigned long long *count)
+{
+	struct flow_key key = {
+		.saddr = htonl(0x0a630001), .daddr = htonl(0x0a630002),
+		.sport = htons(sport), .dport = htons(DEST_PORT),
+		.protocol = IPPROTO_UDP,
+	};
+
+	return bpf_map_lookup_elem(map_fd, &key, count);
+}
+
+/* Load the program in the namespace of the receiving veth, attach it at
+ * ingress, and come back; the map fd works from any namespace. */
+static int attach(const char *object, const char *netns, const char *rx, int *max_entries)
+{
+	int here = open("/proc/self/ns/net", O_RDONLY), there = open(netns, O_RDONLY);
+	struct bpf_object *obj;
+	struct bpf_program *prog;
+	struct bpf_map *map;
+	int ifindex;
+
+	if (here < 0 || there < 0 || setns(there, CLONE_NEWNET))
+		die("entering the receiver's netns");
+	ifindex = if_nametoindex(rx);
+	if (!ifindex)
+		die(rx);
+	obj = bpf_object__open_file(object, NULL);
+	if (!obj || bpf_object__load(obj))
+		die(object);
+	prog = bpf_object__find_program_by_name(obj, "count_udp_flows");
+	map = bpf_object__find_map_by_name(obj, "flows");
+	if (!prog || !map) {
+		errno = ENOENT;
+		die("program count_udp_flows or map flows");
+	}
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = bpf_program__fd(prog));
+	if (bpf_tc_hook_create(&hook) && errno != EEXIST)
+		die("bpf_tc_hook_create");
+	if (bpf_tc_attach(&hook, &opts))
+		die("bpf_tc_attach");
+	if (setns(here, CLONE_NEWNET))
+		die("leaving the receiver's netns");
+	*max_entries = bpf_map__max_entries(map);
+	return bpf_map__fd(map);
+}
+
+int main(int argc, char **argv)
+{
+	int map_fd, tx_fd, tx_ifindex, max_entries, cold, largest = 0;
+	int survivors[3] = {}, recent_missing = 0, wrong = 0, strangers = 0;
+	unsigned long long hot_count = 0;
+	struct flow_key key, next;
+	const char *dir = getenv("LAB_RESULTS") ?: "/lab/out";
+	char why[160], path[256];
+	cpu_set_t cpu0;
+	FILE *report;
+
+	if (argc != 5) {
+		fprintf(stderr, "usage: %s OBJECT TX-IFNAME NETNS-PATH RX-IFNAME\n", argv[0]);
+		return 2;
+	}
+	CPU_ZERO(&cpu0);
+	CPU_SET(0, &cpu0);
+	sched_setaffinity(0, sizeof(cpu0), &cpu0);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	map_fd = attach(argv[1], argv[3], argv[4], &max_entries);
+	tx_ifindex = if_nametoindex(argv[2]);
+	tx_fd = socket(AF_PACKET, SOCK_RAW, 0);
+	if (!tx_ifindex || tx_fd < 0)
+		die("the sending side");
+
+	cold = 3 * max_entries;
+	for (int c = 0; c < cold; c++) {
+		for (int k = 0; k <= c % 3; k++)
+			send_packet(tx_fd, tx_ifindex, COLD_PORT_BASE + c);
+		if (c >= 2 * max_entries)
+			send_packet(tx_fd, tx_ifindex, HOT_PORT);
+		if (c % 128 == 127) {
+			int n = count_flows(map_fd);
+
+			largest = n > largest ? n : largest;
+		}
+	}
+
+	/* Every flow in the table must be one we sent, with its exact count. */
+	for (int err = bpf_map_get_next_key(map_fd, NULL, &next); !err;
+	     err = bpf_map_get_next_key(map_fd, &key, &next)) {
+		unsigned long long count;
+		__u16 port;
+
+		key = next;
+		port = ntohs(key.sport);
+		if (bpf_map_lookup_elem(map_fd, &key, &count))
+			continue;	/* evicted while we walked: not ours to judge */
+		if (key.saddr != htonl(0x0a630001) || key.daddr != htonl(0x0a630002) ||
+		    ntohs(key.dport) != DEST_PORT || key.protocol != IPPROTO_UDP ||
+		    !sent[port]) {
+			strangers++;
+			continue;
+		}
+		if (count != sent[port])
+			wrong++;
+		if (port >= COLD_PORT_BASE)
+			survivors[(port - COLD_PORT_BASE) * 3 / cold]++;
+	}
+	for (int c = cold - max_entries / 4; c < cold; c++) {
+		unsigned long long count;
+
+		recent_missing += !!lookup_count(map_fd, COLD_PORT_BASE + c, &count);
+	}
+	lookup_count(map_fd, HOT_PORT, &hot_count);
+	largest = count_flows(map_fd) > largest ? count_flows(map_fd) : largest;
+
+	snprintf(path, sizeof(path), "%s/lru-flows.txt", dir);
+	report = fopen(path, "w");
+	for (FILE *f = stdout; f; f = f == stdout ? report : NULL) {
+		fprintf(f, "%sflow table of %d entries; %d cold flows, then a hot flow from cold flow %d\n",
+			f == stdout ? "# " : "", max_entries, cold, 2 * max_entries);
+		fprintf(f, "%ssurviving cold flows: %d of the oldest third, %d of the middle, %d of the newest\n",
+			f == stdout ? "# " : "", survivors[0], survivors[1], survivors[2]);
+		fprintf(f, "%shot flow: %llu of %llu packets counted; most flows seen in the table: %d\n",
+			f == stdout ? "# " : "", hot_count, sent[HOT_PORT], largest);
+	}
+	if (report)
+		fclose(report);
+
+	printf("KTAP version 1\n1..4\n");
+	snprintf(why, sizeof(why), "%d flows in a table of %d", largest, max_entries);
+	result(1, "table_never_exceeds_max_entries", largest <= max_entries, why);
+	snprintf(why, sizeof(why), "counted %llu of %llu hot packets", hot_count, sent[HOT_PORT]);
+	result(2, "hot_flow_never_evicted", hot_count == sent[HOT_PORT], why);
+	snprintf(why, sizeof(why), "%d of the %d newest flows missing", recent_missing,
+		 max_entries / 4);
+	result(3, "newest_flows_survive", !recent_missing, why);
+	snprintf(why, sizeof(why), "%d flows with a wrong count, %d unknown keys", wrong,
+		 strangers);
+	result(4, "surviving_counts_exact",
+	       !wrong && !strangers && survivors[0] + survivors[1] + survivors[2] > 0, why);
+	return failed;
+}
