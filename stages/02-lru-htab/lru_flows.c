@@ -17,6 +17,11 @@
  *     have refused them);
  *   - every flow in the table is one that was sent, with its exact count.
  * Which flows survived, by age, goes to $LAB_RESULTS/lru-flows.txt.
+ *
+ * The receiving side may run in ksoftirqd, after sendto() has returned.
+ * Before the table is read, a fence flow of one packet is sent and
+ * awaited: the receive backlog of CPU 0 is FIFO, so once the fence is
+ * counted every packet before it has been.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -37,6 +42,7 @@
 #include <bpf/libbpf.h>
 
 #define HOT_PORT 5000
+#define FENCE_PORT_BASE 6000
 #define COLD_PORT_BASE 10000
 #define DEST_PORT 9
 
@@ -108,6 +114,26 @@ static void send_packet(int fd, int ifindex, __u16 sport)
 	if (sendto(fd, &frame, sizeof(frame), 0, (void *)&to, sizeof(to)) != sizeof(frame))
 		die("sendto");
 	sent[sport]++;
+}
+
+static int lookup_count(int map_fd, __u16 sport, unsigned long long *count);
+
+/* Wait until everything sent so far has gone through the program. A
+ * program that never counts the fence costs one timeout, not one each. */
+static void fence(int map_fd, int tx_fd, int tx_ifindex)
+{
+	static int next, broken;
+	unsigned long long count;
+	__u16 port = FENCE_PORT_BASE + next++;
+
+	send_packet(tx_fd, tx_ifindex, port);
+	for (int waited = 0; !broken && lookup_count(map_fd, port, &count); waited++) {
+		if (waited == 1000) {
+			printf("# fence flow %u not counted after 1 s\n", port);
+			broken = 1;
+		}
+		usleep(1000);
+	}
 }
 
 static int count_flows(int map_fd)
@@ -203,11 +229,14 @@ int main(int argc, char **argv)
 		if (c >= 2 * max_entries)
 			send_packet(tx_fd, tx_ifindex, HOT_PORT);
 		if (c % 128 == 127) {
-			int n = count_flows(map_fd);
+			int n;
 
+			fence(map_fd, tx_fd, tx_ifindex);
+			n = count_flows(map_fd);
 			largest = n > largest ? n : largest;
 		}
 	}
+	fence(map_fd, tx_fd, tx_ifindex);
 
 	/* Every flow in the table must be one we sent, with its exact count. */
 	for (int err = bpf_map_get_next_key(map_fd, NULL, &next); !err;
