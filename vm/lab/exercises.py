@@ -14,6 +14,7 @@ solutions/NN-slug/wrong/*.patch are plausible mistakes, each a patch on the
 solved tree with a header line 'Exercise: <name>' naming the exercise that
 must fail.
 """
+import hashlib
 import re
 import textwrap
 import tomllib
@@ -149,14 +150,19 @@ def hollow_tree(tree_path, exercise_set):
         path.write_text(text)
 
 
-def make_exercise_branch(tree, exercise_set):
-    """exercise/NN-slug, made once in the workshop; an existing branch may
-    hold a student's commits and is never rewritten."""
+def exercise_commit(tree, exercise_set):
+    """The hollowed commit of the stage as the patches and exercises.toml
+    make it today, kept under refs/lab/exercise/NN-slug. Its id depends only
+    on those inputs (fixed identity and dates), so it is remade only when
+    they change; proofs and solutions use it, never a student's branch."""
     stage = exercise_set.stage
-    branch = stage.exercise_branch
-    if tree.rev(branch):
-        return branch
     tree.prepare(stage)
+    ref = f"refs/lab/exercise/{stage.slug}"
+    toml = (exercise_set.dir / "exercises.toml").read_bytes()
+    fingerprint = hashlib.sha256(tree.rev(stage.branch).encode() + toml).hexdigest()
+    key = f"lab.exercise.{stage.slug}.fingerprint"
+    if tree.rev(ref) and tree.git("config", key, check=False).stdout.strip() == fingerprint:
+        return tree.rev(ref)
     workshop = tree.reset_workshop(stage.branch)
     hollow_tree(workshop.path, exercise_set)
     names = ", ".join(e.what for e in exercise_set.exercises)
@@ -164,7 +170,17 @@ def make_exercise_branch(tree, exercise_set):
                  f"exercise: hollow out {stage.slug}\n\nReplaced by stubs: {names}.\n"
                  f"Generated from exercises/{stage.slug}/exercises.toml.",
                  env={"GIT_AUTHOR_DATE": settings.LAB_IDENT["GIT_COMMITTER_DATE"]})
-    tree.git("branch", branch, workshop.rev("HEAD"))
+    tree.git("update-ref", ref, workshop.rev("HEAD"))
+    tree.git("config", key, fingerprint)
+    return tree.rev(ref)
+
+
+def make_exercise_branch(tree, exercise_set):
+    """exercise/NN-slug for the student; an existing branch may hold their
+    commits and is never rewritten."""
+    branch = exercise_set.stage.exercise_branch
+    if not tree.rev(branch):
+        tree.git("branch", branch, exercise_commit(tree, exercise_set))
     return branch
 
 
@@ -172,7 +188,7 @@ def solution_text(tree, exercise_set, exercise):
     """The patch restoring one function (or span): exercise branch -> stage
     branch, limited to that function's hunk."""
     stage = exercise_set.stage
-    hollowed = tree.git("show", f"{stage.exercise_branch}:{exercise.file}").stdout
+    hollowed = tree.git("show", f"{exercise_commit(tree, exercise_set)}:{exercise.file}").stdout
     solved = tree.git("show", f"{stage.branch}:{exercise.file}").stdout
     start, end = body_span(hollowed, exercise)
     s_start, s_end = body_span(solved, exercise)
@@ -256,7 +272,7 @@ def prove(stage):
     if not exercise_set:
         return []
     main = KernelTree()
-    make_exercise_branch(main, exercise_set)
+    skeleton_rev = exercise_commit(main, exercise_set)
     checks = []
     stale = [e.name for e in exercise_set.exercises
              if not exercise_set.solution_patch(e).exists()
@@ -273,12 +289,12 @@ def prove(stage):
         except LabError as error:
             return error
 
-    skeleton = attempt("skeleton", stage.exercise_branch, [])
+    skeleton = attempt("skeleton", skeleton_rev, [])
     for exercise in exercise_set.exercises:
         ok = not isinstance(skeleton, LabError) and not _row(skeleton, exercise.name)[1]
         checks.append((f"grader rejects the skeleton of {exercise.name}", ok,
                        _why(skeleton, exercise.name, "passed")))
-    solved = attempt("solution", stage.exercise_branch,
+    solved = attempt("solution", skeleton_rev,
                      [exercise_set.solution_patch(e) for e in exercise_set.exercises])
     for exercise in exercise_set.exercises:
         ok = not isinstance(solved, LabError) and _row(solved, exercise.name)[1]
@@ -347,7 +363,6 @@ def cmd_solutions(args):
     exercise_set = _set_for(stage)
     tree = KernelTree()
     tree.ensure_base()
-    make_exercise_branch(tree, exercise_set)
     exercise_set.solutions_dir.mkdir(parents=True, exist_ok=True)
     for exercise in exercise_set.exercises:
         path = exercise_set.solution_patch(exercise)
