@@ -81,6 +81,7 @@ bench: deps-debug
 	@$(LAB) bench
 
 book: deps-check
+	@$(LAB) branches
 	@$(PYTHON) book/build.py --out $(BUILD)/book
 
 clean:

@@ -15,6 +15,10 @@ def cmd_stage(args):
     workflow.prepare_stage(args.stage)
 
 
+def cmd_branches(args):
+    workflow.prepare_branches()
+
+
 def cmd_kernel(args):
     work = workflow.select(args.stage, args.tree)
     workflow.build_kernel(work)
@@ -75,6 +79,7 @@ def main(argv=None):
 
     verb("stages", cmd_stages, "list the stages")
     verb("stage", cmd_stage, "prepare and check out a stage branch")
+    verb("branches", cmd_branches, "bring every stage branch up to date, checking out nothing")
     verb("kernel", cmd_kernel, "build the stage's kernel")
     verb("boot", cmd_boot, "boot to a guest shell")
     verb("run", cmd_run, "boot and run one command", command=True)

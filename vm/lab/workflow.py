@@ -53,10 +53,11 @@ def stage_of_head(tree):
 def select(stage_name=None, tree_path=None, switch=True):
     """The tree and stage a target works on. With no stage named, the stage
     checked out now (or the latest one for a new tree)."""
+    named = stages.resolve(stage_name) if stage_name else None  # a bad name fails first
     tree = KernelTree(tree_path)
     tree.ensure_base()
     here = stage_of_head(tree)
-    stage = stages.resolve(stage_name) if stage_name else (here or stages.latest())
+    stage = named or here or stages.latest()
     if here == stage:
         if not tree.stage_is_current(stage) and tree.head_branch() == stage.branch:
             warn(f"{stage.branch} predates kernel-patches/{stage.slug}; "
@@ -73,9 +74,9 @@ def select(stage_name=None, tree_path=None, switch=True):
 
 def prepare_stage(stage_name=None):
     """`make stage`: bring the stage branch up to date and check it out."""
+    stage = stages.resolve(stage_name) if stage_name else stages.latest()
     tree = KernelTree()
     tree.ensure_base()
-    stage = stages.resolve(stage_name) if stage_name else stages.latest()
     tree.prepare(stage)
     tree.checkout(stage.branch, f"switch {tree} to {stage.branch}")
     info(f"kernel tree {tree} is on {stage.branch}: {stage.title}")
@@ -217,3 +218,11 @@ def print_report(title, run):
     for problem in run.report.problems:
         print("  problem: " + problem.replace("\n", "\n           "))
     print(f"  results in {settings.shown(run.out)}")
+
+
+def prepare_branches():
+    """Every stage branch up to date, nothing checked out: what the book
+    reads its listings from."""
+    tree = KernelTree()
+    tree.ensure_base()
+    tree.prepare(stages.latest())
