@@ -4,6 +4,7 @@ A stage branch is the previous stage plus that stage's patch series applied
 with `git am`. The lab never discards work: anything that would rewrite the
 working tree first checks that it is clean.
 """
+import fcntl
 import hashlib
 import os
 import re
@@ -179,6 +180,7 @@ class KernelTree:
         branches are made and graders are proven. The student's working tree
         is never used for that, so its files and checkout stay as they are."""
         path = self.path.with_name(self.path.name + ".workshop")
+        _hold_workshop_lock(path)
         if not (path / ".git").exists():
             self.git("worktree", "prune")
             self.git("worktree", "add", "-q", "--detach", str(path), "base")
@@ -229,6 +231,24 @@ class KernelTree:
         self.set_branch(stage.branch, new_tip)
         self._record(stage, "fingerprint", self._fingerprint(stage, parent_rev))
         self._record(stage, "tip", new_tip)
+
+
+_workshop_locks = {}
+
+
+def _hold_workshop_lock(path):
+    """One lab process at a time works in a workshop: a second one (say a
+    `make solutions` during a `make check`) would check files out under the
+    first one's build. The lock is held until the process exits."""
+    if path in _workshop_locks:
+        return
+    lock = open(path.with_name(path.name + ".lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        info(f"waiting for another lab command to finish with {path}")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    _workshop_locks[path] = lock
 
 
 def _previous(stage):
