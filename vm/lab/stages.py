@@ -19,7 +19,7 @@ class Test:
 @dataclass(frozen=True)
 class Program:
     guest_path: str
-    kind: str          # "c" or "bpf"
+    kind: str          # "c", "bpf" or "file"
     source: str        # relative to the kernel tree, or "lab:" + relative to the repo
     flags: tuple
 
@@ -86,6 +86,13 @@ class Stage:
         own test suite, which runs the real conf)."""
         return self._test_list("host-tests")
 
+    @property
+    def host_after_tests(self):
+        """Tests run on the host after the guest has finished, in the
+        results directory: checks and figures made from what the guest
+        wrote to /lab/out."""
+        return self._test_list("host-after-tests")
+
     def _test_list(self, name):
         tests = []
         for line in data_lines(self.path / name):
@@ -100,9 +107,9 @@ class Stage:
         programs = []
         for line in data_lines(self.path / "programs"):
             fields = shlex.split(line)
-            if len(fields) < 3 or fields[1] not in ("c", "bpf"):
+            if len(fields) < 3 or fields[1] not in ("c", "bpf", "file"):
                 raise LabError(f"{self.path}/programs: cannot parse '{line}' "
-                               "(expected: guest-path c|bpf source [flags])")
+                               "(expected: guest-path c|bpf|file source [flags])")
             programs.append(Program(fields[0], fields[1], fields[2], tuple(fields[3:])))
         return programs
 

@@ -153,17 +153,26 @@ def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=()):
     if host:
         report.results[:0] = host.results
         report.problems[:0] = host.problems
+    if work.stage.host_after_tests and outcome.ok:
+        after = run_host_tests(work, out, quiet, work.stage.host_after_tests, cwd=out,
+                               ktap_name="host-after-ktap.txt")
+        report.results += after.results
+        report.problems += after.problems
     return TestRun(report, outcome, out)
 
 
-def run_host_tests(work, out, quiet):
+def run_host_tests(work, out, quiet, tests=None, cwd=None, ktap_name="host-ktap.txt"):
     """Host tests follow the guest runner's rules: exit 0 passes, 4 skips,
-    KTAP output nests. They run in the stage tree with LAB_OBJ set."""
-    lines = ["KTAP version 1", f"1..{len(work.stage.host_tests)}"]
-    env = dict(os.environ, LAB_OBJ=str(work.obj), LAB_REPO=str(settings.REPO))
-    for number, test in enumerate(work.stage.host_tests, 1):
+    KTAP output nests. They run in the stage tree (or `cwd`) with LAB_OBJ,
+    LAB_REPO and LAB_RESULTS set."""
+    tests = work.stage.host_tests if tests is None else tests
+    lines = ["KTAP version 1", f"1..{len(tests)}"]
+    env = dict(os.environ, LAB_OBJ=str(work.obj), LAB_REPO=str(settings.REPO),
+               LAB_RESULTS=str(out))
+    for number, test in enumerate(tests, 1):
         try:
-            result = subprocess.run(["sh", "-c", test.command], cwd=work.tree.path, env=env,
+            result = subprocess.run(["sh", "-c", test.command], cwd=cwd or work.tree.path,
+                                    env=env,
                                     capture_output=True, text=True, errors="replace",
                                     timeout=work.stage.timeout)
             output, status = result.stdout + result.stderr, result.returncode
@@ -178,7 +187,7 @@ def run_host_tests(work, out, quiet):
         lines.append(f"{verdict} {number} {test.name}" +
                      (" # SKIP" if status == 4 else f" # exit status {status}" if status else ""))
     text = "\n".join(lines) + "\n"
-    (out / "host-ktap.txt").write_text(text)
+    (out / ktap_name).write_text(text)
     return ktap.parse(text)
 
 

@@ -151,3 +151,38 @@ def test_stage_branch_with_foreign_commits_is_not_rewritten(fake_lab):
         workflow.prepare_stage("01")
     assert "branch -m stage/01-demo" in str(error.value)
     assert tree.rev("stage/01-demo") == tip
+
+
+def test_file_programs_are_copied_from_the_stage_tree(fake_lab, tmp_path):
+    from lab import initramfs
+    stage = stages.resolve("01")
+    (stage.path / "programs").write_text("/usr/share/demo/lru.c  file  lru.c\n")
+    program, = stage.programs
+    assert program.kind == "file"
+    root = tmp_path / "root"
+    initramfs._build_program(settings.KERNEL_TREE, program, root)
+    assert (root / "usr/share/demo/lru.c").read_text() == \
+        (settings.KERNEL_TREE / "lru.c").read_text()
+
+
+def test_unknown_program_kind_is_refused(fake_lab):
+    stage = stages.resolve("01")
+    (stage.path / "programs").write_text("/usr/bin/x  rust  x.rs\n")
+    with pytest.raises(LabError, match="c\\|bpf\\|file"):
+        stage.programs
+
+
+def test_host_after_tests_run_in_the_results_dir_and_report(fake_lab, tmp_path):
+    stage = stages.resolve("01")
+    (stage.path / "host-after-tests").write_text(
+        "reads_guest_output  test \"$(cat measured.txt)\" = 42 && [ \"$LAB_RESULTS\" = \"$PWD\" ]\n"
+        "fails               exit 3\n")
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "measured.txt").write_text("42\n")
+    work = workflow.Work(KernelTree(), stage)
+    report = workflow.run_host_tests(work, out, True, stage.host_after_tests, cwd=out,
+                                     ktap_name="host-after-ktap.txt")
+    assert [(r.name, r.ok) for r in report.results] == [("reads_guest_output", True),
+                                                        ("fails", False)]
+    assert (out / "host-after-ktap.txt").exists()
