@@ -102,6 +102,11 @@ def _build_program(tree, program, root):
                        f"(needed for {program.guest_path})")
     dest = root / program.guest_path.lstrip("/")
     dest.parent.mkdir(parents=True, exist_ok=True)
+    if program.kind == "file":
+        # Scripts and data of the stage tree, such as a sample's test
+        # script, go in as they are (git keeps their executable bit).
+        shutil.copy(source, dest)
+        return
     includes = [f"-I{source.parent}", f"-I{tree}/tools/testing/selftests",
                 f"-I{tree}/tools/testing/selftests/bpf",
                 f"-I{tree}/tools/include/uapi", f"-I{tree}/tools/include"]

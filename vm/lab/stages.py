@@ -19,7 +19,7 @@ class Test:
 @dataclass(frozen=True)
 class Program:
     guest_path: str
-    kind: str          # "c", "bpf" or "gen"
+    kind: str          # "c", "bpf", "file" or "gen"
     source: str        # relative to the kernel tree, or "lab:" + relative to the repo;
                        # for "gen", a host shell command whose output is the file
     flags: tuple
@@ -108,9 +108,9 @@ class Stage:
         programs = []
         for line in data_lines(self.path / "programs"):
             fields = shlex.split(line)
-            if len(fields) < 3 or fields[1] not in ("c", "bpf", "gen"):
+            if len(fields) < 3 or fields[1] not in ("c", "bpf", "file", "gen"):
                 raise LabError(f"{self.path}/programs: cannot parse '{line}' "
-                               "(expected: guest-path c|bpf source [flags], "
+                               "(expected: guest-path c|bpf|file source [flags], "
                                "or guest-path gen 'command')")
             programs.append(Program(fields[0], fields[1], fields[2], tuple(fields[3:])))
         return programs

@@ -65,3 +65,33 @@ def test_an_exercise_names_a_function_or_a_span(tmp_path, monkeypatch):
     monkeypatch.setattr(settings, "EXERCISES_DIR", tmp_path)
     with pytest.raises(LabError, match="either function or span"):
         exercises.load(stages.Stage("09-demo", tmp_path))
+
+
+BPF_PROGRAM = '''struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+} counts SEC(".maps");
+
+SEC("len_limit")
+int do_len_limit(struct __sk_buff *skb)
+{
+	if (skb->len > 256)
+		return BPF_DROP;
+	return BPF_OK;
+}
+
+char _license[] SEC("license") = "GPL";
+'''
+
+
+def test_a_bpf_program_is_hollowed_between_its_braces():
+    # The SEC() annotation sits on the line above the function, and the map
+    # definition before it has braces and semicolons of its own.
+    exercise = exercises.Exercise(name="len_limit", file="x.c", function="do_len_limit",
+                                  summary="drop long packets", hint="compare skb->len",
+                                  tests=[], stub="return BPF_OK;")
+    hollowed = exercises.hollow(BPF_PROGRAM, exercise, "03-lwt-bpf")
+    assert "skb->len > 256" not in hollowed
+    assert 'SEC("len_limit")\nint do_len_limit(struct __sk_buff *skb)\n{\n\t/*' in hollowed
+    assert "\treturn BPF_OK;\n}\n\nchar _license[]" in hollowed
+    assert hollowed.startswith(BPF_PROGRAM[:BPF_PROGRAM.index('SEC("len_limit")')])

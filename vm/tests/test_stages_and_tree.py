@@ -178,3 +178,23 @@ def test_host_reports_see_the_results_directory(tmp_path):
     assert (tmp_path / "plot.svg").read_text() == "measured\n"
     assert [r.ok for r in report.results] == [True, False]
     assert (tmp_path / "host-reports-ktap.txt").exists()
+
+
+def test_file_programs_are_copied_from_the_stage_tree(fake_lab, tmp_path):
+    from lab import initramfs
+    stage = stages.resolve("01")
+    (stage.path / "programs").write_text("/usr/share/demo/lru.c  file  lru.c\n")
+    program, = stage.programs
+    assert program.kind == "file"
+    root = tmp_path / "root"
+    initramfs._build_program(settings.KERNEL_TREE, program, root)
+    assert (root / "usr/share/demo/lru.c").read_text() == \
+        (settings.KERNEL_TREE / "lru.c").read_text()
+
+
+def test_unknown_program_kind_is_refused(fake_lab):
+    stage = stages.resolve("01")
+    (stage.path / "programs").write_text("/usr/bin/x  rust  x.rs\n")
+    with pytest.raises(LabError, match="c\\|bpf\\|file"):
+        stage.programs
+
