@@ -21,6 +21,7 @@ import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -172,32 +173,43 @@ def child_command(stage, commit, slot, out, boot_timeout):
 
 def watch_child(command, log_path, limit_seconds, env=None):
     """Run the child in its own session; kill the whole group when it takes
-    longer than limit_seconds or logs more than LOG_LIMIT. The reason, or ''."""
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=env, cwd=settings.REPO)
-        begin = time.monotonic()
-        reason = ""
-        while proc.poll() is None:
-            if time.monotonic() - begin > limit_seconds:
-                reason = f"grading took longer than {limit_seconds} s"
-            elif log_path.stat().st_size > LOG_LIMIT:
-                reason = f"grading printed more than {LOG_LIMIT // 2**20} MiB"
-            if reason:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                break
-            try:
-                proc.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                pass
-        if not reason and proc.returncode != 0:
-            reason = f"the grader exited with status {proc.returncode}"
+    longer than limit_seconds or prints more than LOG_LIMIT (its output goes
+    through this process, so the log never grows past that). The reason, or ''."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            env=env, cwd=settings.REPO)
+    printed = [0]
+
+    def pump():
+        with open(log_path, "wb") as log:
+            for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+                if printed[0] < LOG_LIMIT:
+                    log.write(chunk[:LOG_LIMIT - printed[0]])
+                printed[0] += len(chunk)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    begin = time.monotonic()
+    reason = ""
+    while proc.poll() is None:
+        if time.monotonic() - begin > limit_seconds:
+            reason = f"grading took longer than {limit_seconds} s"
+        elif printed[0] > LOG_LIMIT:
+            reason = f"grading printed more than {LOG_LIMIT // 2**20} MiB"
+        if reason:
+            break
+        try:
+            proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            pass
+    if not reason and proc.returncode != 0:
+        reason = f"the grader exited with status {proc.returncode}"
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # whatever the child left running
+        os.killpg(proc.pid, signal.SIGKILL)  # the child, or whatever it left running
     except ProcessLookupError:
         pass
+    proc.wait()
+    reader.join(timeout=5)
     return reason
 
 

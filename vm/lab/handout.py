@@ -40,8 +40,9 @@ from .log import info, warn
 from .tree import KernelTree, git
 
 WINDOW = 3
-# Lines too common to say anything on their own: braces, 'break;', 'else'...
-SIGNIFICANT = re.compile(r"[A-Za-z0-9_]{2,}.*[A-Za-z0-9_(]|[A-Za-z_]{4,}")
+# A line says something once it has this many letters, digits or '_':
+# braces, 'i++;' and 'x = y;' alone would match half the kernel.
+SIGNIFICANT_CHARACTERS = 4
 TEXT_SUFFIXES = {".md", ".html", ".txt", ".patch", ".c", ".h", ".py", ".lua", ".toml", ".conf",
                  ".sh", ".gdb", ".css", ".js", ".json", ".svg", ".yml", ".yaml", "", ".cfg",
                  ".config", ".mk", ".bpf", ".tsv", ".csv"}
@@ -205,7 +206,8 @@ class Leak:
 
 
 def significant(lines):
-    return [line.strip() for line in lines if SIGNIFICANT.search(line.strip())]
+    return [line.strip() for line in lines
+            if len(re.findall(r"\w", line)) >= SIGNIFICANT_CHARACTERS]
 
 
 def windows(lines, size=WINDOW):
