@@ -24,7 +24,7 @@ TAIL_LINES = 40
 # What one unattended boot may leave on the host. A guest that prints or
 # writes without end (a runaway loop in a student's kernel) would otherwise
 # fill the disk of whoever grades it before the timeout stops it.
-CONSOLE_LIMIT = 16 * 2**20
+CONSOLE_LIMIT = 8 * 2**20
 SHARE_LIMIT = 128 * 2**20
 POLL_SECONDS = 1
 
