@@ -2,26 +2,26 @@
 that it holds no solution.
 
 The hand-out is this repository as committed, without solutions/ (the
-solution patches and the wrong-solution fixtures); the exercise branch of
-each chosen stage as a git bundle of the kernel tree (its prerequisite is
-the stage branch, which `make stage` makes with the same commit id
-everywhere); and the chapters rendered as HTML. The book lists kernel
-functions from the stage branches, and a stage branch holds the very
-bodies the exercises take out, so the book is rendered against a view of
-the kernel tree in which every stage with exercises points at its exercise
-commit: the chapters then show the stubs the student will fill in.
+solution patches and the wrong-solution fixtures) and without the stages
+after the last one chosen. A stage's patch series is where its solutions
+come from (a stage branch holds the very bodies its exercises take out),
+so each chosen stage's series is replaced by the same patches replayed
+with every chosen exercise hollowed after each one: in the hand-out, the
+stage branch is the exercise tree. Stages before the first chosen one stay
+solved (their deadline has passed). The chapters are rendered as HTML from
+those hollowed branches, so their listings show the stubs.
 
 It is delivered as a tarball and as a git bundle of a one-commit
 repository (the lab's own history holds the solutions, so it is not part
 of it).
 
-The leak check compares every hunk of every solution patch with every file
-of the hand-out (HTML with its markup removed, the bundles' new files):
-a hunk leaks if any WINDOW consecutive lines it adds appear there, once
-lines that are in the exercise branch anyway (the stub, the code around the
-body) are set aside. Kernel patch files count by the lines they add: their
-context and removed lines are the student's own kernel source, which is
-Debian's linux-source-6.1 and public.
+The leak check compares every hunk of every chosen stage's solution patches
+with every file of the hand-out (HTML with its markup removed): a hunk
+leaks if any WINDOW consecutive lines it adds appear there, once lines that
+are in the exercise branch anyway (the stub, the code around the body) are
+set aside. Patch files count by the lines they add: their context and
+removed lines are the tree they apply to, which for the first stage is
+Debian's linux-source-6.1, public and on the student's machine.
 """
 import html
 import io
@@ -74,97 +74,153 @@ class Handout:
     root: Path        # the unpacked hand-out
     tarball: Path
     bundle: Path
-    exercise_commits: dict
+    stage_tips: dict  # slug -> the hand-out's (hollowed) stage commit
 
 
 def build(chosen, out_dir, book=True):
     tree = KernelTree()
     tree.ensure_base()
-    tree.prepare(stages.latest())
-    commits = {s: exercises.exercise_commit(tree, exercises.load(s)) for s in exercise_stages()}
+    last = chosen[-1]
+    tree.prepare(last)
+    included = stages.upto(last)
     name = "lab-handout-" + "-".join(s.number for s in chosen)
     out_dir = Path(out_dir)
     root = out_dir / name
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
-    _repository(root)
-    with tempfile.TemporaryDirectory(prefix="lab-handout-") as scratch:
-        view = _exercise_view(tree, commits, Path(scratch) / "kernel.git")
-        bundles = root / "exercise-branches"
-        bundles.mkdir()
-        for stage in chosen:
-            git(view, "bundle", "create", "-q", str(bundles / f"{stage.slug}.bundle"),
-                f"{stage.branch}..{stage.exercise_branch}")
-        if book:
-            _book(root, view)
-    _readme(root, chosen, commits)
-    handout = Handout(name, root, out_dir / f"{name}.tar.gz", out_dir / f"{name}.bundle",
-                      {s.slug: commits[s] for s in chosen})
+    _repository(root, [s for s in stages.all_stages() if s not in included])
+    tips = _hollowed_series(tree, root, chosen)
+    if book:
+        # The stages before the first chosen one stay solved in the series,
+        # but the book does not print them with the chosen bodies either:
+        # the introduction lists upstream's versions from stage 00.
+        shown = dict(tips)
+        sets = [exercises.load(s) for s in chosen]
+        for stage in included:
+            if stage.slug not in shown:
+                real = tree.rev(stage.branch)
+                shown[stage.slug] = _hollowed_commit(tree, real, sets, real)
+        _book(root, tree, shown)
+    _readme(root, chosen)
+    handout = Handout(name, root, out_dir / f"{name}.tar.gz", out_dir / f"{name}.bundle", tips)
     _tarball(root, handout.tarball)
     _git_bundle(root, handout.bundle, chosen)
     return handout
 
 
-def _repository(root):
-    """This repository as committed, without solutions/."""
+def _repository(root, later):
+    """This repository as committed, without solutions/ and without the
+    stages after the last one handed out (their patch series are their
+    solutions)."""
     dirty = subprocess.run(["git", "-C", str(settings.REPO), "status", "--porcelain"],
                            capture_output=True, text=True).stdout.strip()
     if dirty:
         warn("the hand-out holds the repository as committed; uncommitted changes are left out")
+    left_out = ["solutions"]
+    for stage in later:
+        left_out += [f"stages/{stage.slug}", f"kernel-patches/{stage.slug}",
+                     f"exercises/{stage.slug}", f"chapters/{stage.slug}.md"]
     archive = subprocess.run(["git", "-C", str(settings.REPO), "archive", "--format=tar", "HEAD"],
                              capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         members = [m for m in tar.getmembers()
-                   if m.name != "solutions" and not m.name.startswith("solutions/")]
+                   if not any(m.name == p or m.name.startswith(p + "/") for p in left_out)]
         tar.extractall(root, members=members)  # our own committed files
 
 
-def _exercise_view(tree, commits, path):
-    """A bare clone sharing the tree's objects, whose stage/NN-slug branches
-    of stages with exercises point at their exercise commits, and whose
-    exercise/NN-slug branches are those commits."""
-    git(settings.REPO, "clone", "-q", "--bare", "--shared", str(tree.path), str(path))
-    for stage, commit in commits.items():
-        git(path, "update-ref", f"refs/heads/{stage.exercise_branch}", commit)
-    # The bundles need the solved stage branch as their prerequisite, so the
-    # book reads its listings through separate refs: see _book.
-    return path
+def _hollow_present(workshop, exercise_sets):
+    """Hollow every exercise whose function or span the tree has by now."""
+    for exercise_set in exercise_sets:
+        for exercise in exercise_set.exercises:
+            path = workshop.path / exercise.file
+            if not path.exists():
+                continue
+            text = path.read_text()
+            try:
+                exercises.body_span(text, exercise)
+            except LabError:
+                continue
+            path.write_text(exercises.hollow(text, exercise, exercise_set.stage.slug))
 
 
-def _book(root, view):
-    """The chapters as HTML, their listings read from the exercise commits."""
-    book_view = view.with_name("book.git")
-    git(settings.REPO, "clone", "-q", "--bare", "--shared", str(view), str(book_view))
-    for stage in exercise_stages():
-        commit = git(view, "rev-parse", stage.exercise_branch).stdout.strip()
-        git(book_view, "update-ref", f"refs/heads/{stage.branch}", commit)
-    env = dict(os.environ, KERNEL_TREE=str(book_view),
-               BOOK_RESULTS=str(settings.BUILD / "results"))
-    result = subprocess.run(["/usr/bin/python3", str(root / "book" / "build.py"), "--root",
-                             str(root), "--out", str(root / "book-html"), "--formats", "html",
-                             "--quiet"], env=env, capture_output=True, text=True)
+def _hollowed_commit(tree, commit, exercise_sets, parent):
+    """`commit` with these exercises hollowed, as a child of `parent`."""
+    workshop = tree.reset_workshop(commit)
+    _hollow_present(workshop, exercise_sets)
+    workshop.git("add", "-A")
+    hollowed_tree = workshop.git("write-tree").stdout.strip()
+    # The lab's identity and fixed dates make the same ids everywhere.
+    date, message = tree.git("log", "-1", "--format=%aI%x00%B", commit).stdout.split("\0", 1)
+    return tree.git("commit-tree", hollowed_tree, "-p", parent, "-m", message.strip(),
+                    env={"GIT_AUTHOR_DATE": date}).stdout.strip()
+
+
+def _hollowed_series(tree, root, chosen):
+    """Replace each chosen stage's kernel-patches/ series by the same patches
+    replayed with every chosen exercise hollowed after each one, so that no
+    patch adds a body the student is to write. Returns {slug: tip}."""
+    chosen_sets = [exercises.load(s) for s in chosen]
+    tips, tip = {}, None
+    for stage in stages.upto(chosen[-1]):
+        previous = stages.upto(stage)[:-1]
+        real_parent = tree.rev(previous[-1].branch) if previous else tree.rev("base")
+        if stage not in chosen:
+            tip = tree.rev(stage.branch) if tip is None else tip
+            if tip != tree.rev(stage.branch):
+                raise LabError(f"stage {stage.slug} comes after a stage handed out with "
+                               "exercises; hand out every stage from the first chosen one on")
+            continue
+        tip = tip or real_parent
+        sets = [e for e in chosen_sets if e.stage.number <= stage.number]
+        base_of_series = tip
+        commits = tree.git("rev-list", "--reverse", f"{real_parent}..{stage.branch}").stdout.split()
+        for commit in commits:
+            tip = _hollowed_commit(tree, commit, sets, tip)
+        series_dir = root / "kernel-patches" / stage.slug
+        shutil.rmtree(series_dir, ignore_errors=True)
+        series_dir.mkdir(parents=True)
+        tree.git("format-patch", "-q", "--zero-commit", "--no-signature", "-o", str(series_dir),
+                 f"{base_of_series}..{tip}")
+        names = sorted(p.name for p in series_dir.glob("*.patch"))
+        (series_dir / "series").write_text("\n".join(names) + "\n")
+        tips[stage.slug] = tip
+    return tips
+
+
+def _book(root, tree, tips):
+    """The chapters as HTML, their listings read from the hand-out's own
+    stage branches: a bare clone sharing the tree's objects, whose chosen
+    stage branches point at the hollowed tips."""
+    with tempfile.TemporaryDirectory(prefix="lab-handout-") as scratch:
+        view = Path(scratch) / "kernel.git"
+        git(settings.REPO, "clone", "-q", "--bare", "--shared", str(tree.path), str(view))
+        for slug, tip in tips.items():
+            git(view, "update-ref", f"refs/heads/stage/{slug}", tip)
+        env = dict(os.environ, KERNEL_TREE=str(view),
+                   BOOK_RESULTS=str(settings.BUILD / "results"))
+        result = subprocess.run(["/usr/bin/python3", str(root / "book" / "build.py"), "--root",
+                                 str(root), "--out", str(root / "book-html"), "--formats",
+                                 "html", "--quiet"], env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise LabError("rendering the chapters for the hand-out failed:\n"
                        + (result.stdout + result.stderr)[-3000:])
     shutil.rmtree(root / "book-html" / ".work", ignore_errors=True)
 
 
-def _readme(root, chosen, commits):
+def _readme(root, chosen):
     lines = ["# Your hand-out", "",
-             "This is the Linux 4.10 Merge Window Lab for the stages below, without",
-             "its solutions. Start with `README.md`; the chapters are in",
-             "`book-html/index.html`.", "",
-             "| Stage | Exercise commit | Start with |", "| --- | --- | --- |"]
+             "This is the Linux 4.10 Merge Window Lab up to stage "
+             f"{chosen[-1].slug}, without its solutions. Start with `README.md`;",
+             "the chapters are in `book-html/index.html`.", "",
+             "In this hand-out the patch series of the stages below",
+             "(`kernel-patches/NN-slug/`) build the stage with its exercises",
+             "hollowed out: the stage branch is your starting point.", ""]
     for stage in chosen:
-        lines.append(f"| {stage.slug} | `{commits[stage]}` | `make exercise STAGE={stage.number}` |")
-    lines += ["", "`make exercise` makes the exercise branch in `build/linux`; it has the",
-              "commit id above. `exercise-branches/NN-slug.bundle` holds the same",
-              "branch, to compare with or to fetch after `make stage STAGE=NN`:", "",
-              "    git -C build/linux fetch ../exercise-branches/NN-slug.bundle \\",
-              "        exercise/NN-slug:exercise/NN-slug", "",
-              "When you are done, `make submission STAGE=NN` packs your commits into",
-              "one file for your instructor.", ""]
+        lines.append(f"- {stage.slug}: `make exercise STAGE={stage.number}`, then the tasks in "
+                     f"`exercises/{stage.slug}/README.md`")
+    lines += ["", "When you are done, `make submission STAGE=NN` packs your commits into",
+              "one patch file for your instructor.", ""]
     (root / "HANDOUT.md").write_text("\n".join(lines))
 
 
@@ -238,16 +294,13 @@ def solution_hunks(stage):
     return hunks
 
 
-def handout_texts(root, tree):
+def handout_texts(root):
     """{hand-out file: its lines as a student reads them}."""
     texts = {}
     for path in sorted(root.rglob("*")):
         if not path.is_file():
             continue
         rel = str(path.relative_to(root))
-        if path.suffix == ".bundle":
-            texts.update(_bundle_texts(path, rel, tree))
-            continue
         if path.suffix not in TEXT_SUFFIXES:
             continue
         raw = path.read_bytes()
@@ -264,27 +317,10 @@ def handout_texts(root, tree):
     return texts
 
 
-def _bundle_texts(path, rel, tree):
-    """The files an exercise bundle brings that its prerequisite lacks."""
-    heads = git(tree.path, "bundle", "list-heads", str(path)).stdout.split()
-    prereq = [l.lstrip("-").split()[0] for l in
-              git(tree.path, "bundle", "verify", str(path), check=False).stdout.splitlines()
-              if re.match(r"^-?[0-9a-f]{40}", l)]
-    texts = {}
-    if not heads:
-        return texts
-    head = heads[0]
-    base = prereq[0] if prereq else f"{head}^"
-    for file in git(tree.path, "diff", "--name-only", base, head).stdout.split():
-        shown = git(tree.path, "show", f"{head}:{file}", check=False).stdout
-        texts[f"{rel}:{file}"] = shown.splitlines()
-    return texts
-
-
 def find_leaks(root, solution_stages, tree=None):
     """[Leak] for every solution hunk of these stages found in the hand-out."""
     tree = tree or KernelTree()
-    texts = handout_texts(Path(root), tree)
+    texts = handout_texts(Path(root))
     index = {}
     for rel, lines in texts.items():
         for window in windows(significant(lines)):
@@ -325,13 +361,13 @@ def cmd_handout(args):
     chosen = chosen_stages(args.stages)
     out = Path(args.out).resolve() if args.out else settings.BUILD / "handout"
     handout = build(chosen, out)
-    leaks = find_leaks(handout.root, exercise_stages())
+    leaks = find_leaks(handout.root, chosen)
     if leaks:
         handout.tarball.unlink(missing_ok=True)
         handout.bundle.unlink(missing_ok=True)
         shown = "\n".join(f"  {l.solution} {l.hunk}\n      in {l.where}: {l.line}" for l in leaks)
         raise LabError(f"the hand-out would give solutions away; nothing delivered:\n{shown}")
-    info(f"no solution hunk of {len(exercise_stages())} stages is in the hand-out")
+    info(f"no solution hunk of {', '.join(s.slug for s in chosen)} is in the hand-out")
     print(handout.tarball)
     print(handout.bundle)
 
