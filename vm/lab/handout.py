@@ -39,7 +39,8 @@ from .errors import LabError
 from .log import info, warn
 from .tree import KernelTree, git
 
-WINDOW = 3
+# Three lines matched the BPF packet-access preamble every sample shares.
+WINDOW = 4
 # A line says something once it has this many letters, digits or '_':
 # braces, 'i++;' and 'x = y;' alone would match half the kernel.
 SIGNIFICANT_CHARACTERS = 4
