@@ -21,7 +21,7 @@ DEPS = vm/deps.sh
 .DEFAULT_GOAL := help
 .PHONY: help deps deps-kernel deps-debug deps-check stages stage kernel boot run test \
 	debug console gdb-test exercise grade solutions check bench book clean \
-	handout submission grade-class
+	handout submission grade-class bench-class
 
 help:
 	@echo "The Linux 4.10 Merge Window Lab"
@@ -45,6 +45,7 @@ help:
 	@echo "  make check                  run every test; ends with 'N passed, N failed'"
 	@echo "                              (STAGE=NN: only that stage's guest tier; TIER=host|guest)"
 	@echo "  make bench                  measure build and boot times (docs/benchmarks.md)"
+	@echo "  make bench-class [JOBS=N]   measure class grading: submissions/hour, one warm grade"
 	@echo "  make deps                   install missing Debian packages"
 	@echo "  make stages                 list the stages"
 	@echo "  make clean                  remove build outputs (keeps the kernel tree)"
@@ -100,6 +101,9 @@ handout: deps-check
 grade-class: deps-kernel
 	@$(LAB) grade-class $(if $(STAGE),--stage '$(STAGE)') --submissions '$(SUBMISSIONS)' \
 		$(if $(JOBS),--jobs '$(JOBS)') $(if $(OUT),--out '$(OUT)')
+
+bench-class: deps-kernel
+	@$(LAB) bench-class $(if $(STAGE),--stage '$(STAGE)') $(if $(JOBS),--jobs '$(JOBS)')
 
 book: deps-check
 	@$(LAB) branches

@@ -266,7 +266,8 @@ def grade_class(run, command_for=child_command):
         slots.put(slot_tree(main, run.stage, number))
     env = dict(os.environ, PYTHONPATH=str(settings.REPO / "vm"),
                BUILD=str(settings.BUILD), KERNEL_TREE=str(settings.KERNEL_TREE),
-               JOBS=str(max(1, (os.cpu_count() or 1) // jobs)))
+               # A shared machine may ask for less with BUILD_JOBS.
+               JOBS=os.environ.get("BUILD_JOBS") or str(max(1, (os.cpu_count() or 1) // jobs)))
     limit = (run.boot_timeout or run.stage.timeout) + BUILD_ALLOWANCE
 
     def grade_pending(item):

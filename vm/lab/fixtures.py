@@ -19,7 +19,7 @@ FLOOD = ('\tfor (;;) {\n\t\tpr_err("lab fixture: a submission that prints withou
          '\t\t       "line after line after line after line after line\\n");\n'
          "\t\tcond_resched();\n\t}\n")
 # The guest's results share is mounted by /init after KUnit has run, so the
-# writer is a work item that waits for it, then writes until stopped; once
+# writer is a work item that waits for it (ktap.txt appears there), then writes until stopped; once
 # it writes, every later call spins, so that the guest stays up writing
 # instead of finishing its tests and powering off. It is queued unbound:
 # the spinning CPU may be the one it was queued on.
@@ -38,12 +38,17 @@ static void lab_fixture_fill(struct work_struct *work)
 	struct file *file;
 	loff_t pos = 0;
 
+	/* Until the share is mounted, /lab/out is a directory of the rootfs. */
 	for (;;) {
-		file = filp_open("/lab/out/fill", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		file = filp_open("/lab/out/ktap.txt", O_RDONLY, 0);
 		if (!IS_ERR(file))
 			break;
 		msleep(200);
 	}
+	filp_close(file, NULL);
+	file = filp_open("/lab/out/fill", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (IS_ERR(file))
+		return;
 	WRITE_ONCE(lab_fixture_filling, true);
 	while (zeros && kernel_write(file, zeros, chunk, &pos) > 0)
 		cond_resched();
@@ -122,3 +127,33 @@ def write_class(directory, stage, kinds=("panic", "hang", "flood", "fill"), tree
         (directory / f"{kind}.patch").write_text(unsafe(tree, exercise_set, kind))
         expected[kind] = UNSAFE[kind][1]
     return expected
+
+
+def wrong(tree, exercise_set, patch):
+    """A wrong solution (a patch on the solved stage) as a submission: the
+    solved files with the mistake in them, against the exercise commit."""
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="lab-wrong-") as scratch:
+        env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        tree.git("read-tree", exercise_set.stage.branch, env=env)
+        tree.git("apply", "--cached", str(patch), env=env)
+        result = tree.git("write-tree", env=env).stdout.strip()
+    files = sorted({e.file for e in exercise_set.exercises})
+    return "".join(as_patch(tree, exercise_set, next(e for e in exercise_set.exercises
+                                                    if e.file == f),
+                            tree.git("show", f"{result}:{f}").stdout) for f in files)
+
+
+def write_realistic_class(directory, stage, tree=None):
+    """What a class hands in, as far as the lab can make one up: the
+    solution, and each wrong solution of the stage (all different code, so
+    each grade compiles something)."""
+    tree = tree or KernelTree()
+    exercise_set = exercises.load(stage)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "solved.patch").write_text(solution(tree, exercise_set))
+    for patch in exercise_set.wrong_solutions:
+        (directory / f"{patch.stem}.patch").write_text(wrong(tree, exercise_set, patch))
+    return sorted(p.stem for p in directory.iterdir())
