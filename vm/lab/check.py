@@ -1,6 +1,8 @@
 """`make check`: the host tier (tests of the machinery, tools and book), then
 every stage booted under QEMU with its guest tests, gdb walkthroughs and
-exercise-grader proofs. Ends with exactly one line: 'N passed, N failed'."""
+exercise-grader proofs, then the machinery against misbehaving guests and
+submissions, and the proof that a hand-out holds no solution. Ends with
+exactly one line: 'N passed, N failed'."""
 import os
 import shutil
 import subprocess
