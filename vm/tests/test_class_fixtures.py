@@ -54,6 +54,8 @@ def test_an_unsafe_submission_is_a_failed_grade_with_its_reason(graded, kind):
     assert verdict.console_tail or kind == "hang"
     log = run.out / kind / "run" / "console.log"
     assert log.stat().st_size <= 8 * 2**20 + 65536
+    left = sum(f.stat().st_blocks * 512 for f in (run.out / kind).rglob("*") if f.is_file())
+    assert left < 32 * 2**20, f"{kind} left {left >> 20} MiB on the grading machine"
 
 
 def test_the_solution_passes_and_grading_it_twice_gives_the_same_result(graded):
