@@ -220,8 +220,8 @@ def _readme(root, chosen):
     for stage in chosen:
         lines.append(f"- {stage.slug}: `make exercise STAGE={stage.number}`, then the tasks in "
                      f"`exercises/{stage.slug}/README.md`")
-    lines += ["", "When you are done, `make submission STAGE=NN` packs your commits into",
-              "one patch file for your instructor.", ""]
+    lines += ["", "When you are done, `make submission STAGE=NN FORMAT=patch` packs your",
+              "commits into one patch file for your instructor.", ""]
     (root / "HANDOUT.md").write_text("\n".join(lines))
 
 
