@@ -4,6 +4,10 @@
 STAGE ?=
 TREE ?=
 CMD ?=
+STAGES ?=
+OUT ?=
+SUBMISSIONS ?=
+FORMAT ?= bundle
 BUILD ?= $(CURDIR)/build
 KERNEL_TREE ?= $(BUILD)/linux
 export BUILD KERNEL_TREE ACCEL JOBS
@@ -16,7 +20,8 @@ DEPS = vm/deps.sh
 
 .DEFAULT_GOAL := help
 .PHONY: help deps deps-kernel deps-debug deps-check stages stage kernel boot run test \
-	debug console gdb-test exercise grade solutions check bench book clean
+	debug console gdb-test exercise grade solutions check bench book clean \
+	handout submission grade-class bench-class
 
 help:
 	@echo "The Linux 4.10 Merge Window Lab"
@@ -30,10 +35,17 @@ help:
 	@echo "  make kernel [STAGE=NN]      build the stage's kernel"
 	@echo "  make exercise STAGE=NN      create and check out exercise/NN-slug"
 	@echo "  make grade [STAGE=NN] [TREE=path]  grade the exercises in a kernel tree"
+	@echo "  make submission STAGE=NN [FORMAT=patch] [OUT=file]  pack your exercise commits"
 	@echo "  make book                   render the chapters (HTML, EPUB, PDF)"
+	@echo
+	@echo "For instructors (docs/instructors.md):"
+	@echo "  make handout STAGES=01,02 [OUT=dir]  the students' hand-out, without solutions"
+	@echo "  make grade-class STAGE=NN SUBMISSIONS=dir/ [JOBS=N] [OUT=dir]  grade a class"
+	@echo
 	@echo "  make check                  run every test; ends with 'N passed, N failed'"
 	@echo "                              (STAGE=NN: only that stage's guest tier; TIER=host|guest)"
 	@echo "  make bench                  measure build and boot times (docs/benchmarks.md)"
+	@echo "  make bench-class [JOBS=N]   measure class grading: submissions/hour, one warm grade"
 	@echo "  make deps                   install missing Debian packages"
 	@echo "  make stages                 list the stages"
 	@echo "  make clean                  remove build outputs (keeps the kernel tree)"
@@ -79,6 +91,19 @@ check: deps-check
 
 bench: deps-debug
 	@$(LAB) bench
+
+submission: deps-kernel
+	@$(LAB) submission $(STAGE_ARGS) --format '$(FORMAT)' $(if $(OUT),--out '$(OUT)')
+
+handout: deps-check
+	@$(LAB) handout --stages '$(STAGES)' $(if $(OUT),--out '$(OUT)')
+
+grade-class: deps-kernel
+	@$(LAB) grade-class $(if $(STAGE),--stage '$(STAGE)') --submissions '$(SUBMISSIONS)' \
+		$(if $(JOBS),--jobs '$(JOBS)') $(if $(OUT),--out '$(OUT)')
+
+bench-class: deps-kernel
+	@$(LAB) bench-class $(if $(STAGE),--stage '$(STAGE)') $(if $(JOBS),--jobs '$(JOBS)')
 
 book: deps-check
 	@$(LAB) branches

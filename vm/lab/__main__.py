@@ -2,7 +2,8 @@
 import argparse
 import sys
 
-from . import bench, check, debugger, exercises, stages, workflow
+from . import (bench, check, classgrade, debugger, exercises, handout, stages,
+               submission, workflow)
 from .errors import LabError
 
 
@@ -86,7 +87,7 @@ def main(argv=None):
     verb("test", cmd_test, "run the stage's guest tests")
     verb("debug", cmd_debug, "boot paused with gdb attached", command=True)
     verb("gdb-test", cmd_gdb_test, "run the stage's gdb walkthroughs")
-    for module in (check, exercises, bench):
+    for module in (check, exercises, bench, submission, classgrade, handout):
         module.register(verb)
 
     args = parser.parse_args(argv)

@@ -123,5 +123,44 @@ def write_section(section, heading):
     path.write_text(text)
 
 
+def cmd_bench_class(args):
+    """Grade a made-up class of the first stage with exercises, one grade at
+    a time, after one grade that warms the slot and ccache up."""
+    from . import classgrade, exercises, fixtures
+    stage = stages.resolve(args.stage) if args.stage else \
+        next(s for s in stages.all_stages() if exercises.load(s))
+    root = settings.BUILD / "bench" / "class"
+    shutil.rmtree(root, ignore_errors=True)
+    inbox = root / "inbox"
+    names = fixtures.write_realistic_class(inbox, stage)
+    warm_inbox = root / "warm"
+    warm_inbox.mkdir()
+    shutil.copy2(inbox / "solved.patch", warm_inbox / "warm.patch")
+    info("class bench: one grade to warm the slot up")
+    classgrade.grade_class(classgrade.ClassRun(stage, warm_inbox, root / "warm-out", jobs=1))
+    jobs = classgrade.parallel_grades(args.jobs)
+    info(f"class bench: {len(names)} submissions, {jobs} at a time")
+    begin = time.monotonic()
+    verdicts = classgrade.grade_class(classgrade.ClassRun(stage, inbox, root / "out", jobs=jobs))
+    seconds = time.monotonic() - begin
+    singles = sorted(v.seconds for v in verdicts)
+    per_hour = len(verdicts) * 3600 / seconds
+    rows = [(f"{len(verdicts)} chapter-{int(stage.number)} submissions (the solution and "
+             f"{len(verdicts) - 1} wrong ones), {jobs} at a time", f"{seconds:.0f} s",
+             f"{per_hour:.0f} submissions/hour; target: 60"),
+            ("warm grade of one submission: reset, incremental build, boot, tests "
+             "(median)", f"{statistics.median(singles):.0f} s",
+             f"min {singles[0]:.0f} s, max {singles[-1]:.0f} s; target: under 60 s")]
+    table = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
+    section = (f"## Class grading ({date.today().isoformat()}, stage {stage.slug})\n\n"
+               f"Measured by `make bench-class`. Machine: {machine()}; accelerator: "
+               f"{qemu.accelerator()}; ccache on.\n\n"
+               f"| Measurement | Figure | Note |\n| --- | --- | --- |\n{table}\n")
+    write_section(section, "## Class grading")
+    print(section)
+
+
 def register(verb):
     verb("bench", cmd_bench, "measure build and boot times into docs/benchmarks.md")
+    p = verb("bench-class", cmd_bench_class, "measure class grading into docs/benchmarks.md")
+    p.add_argument("--jobs", type=int, default=None)

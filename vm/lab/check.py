@@ -1,12 +1,15 @@
 """`make check`: the host tier (tests of the machinery, tools and book), then
 every stage booted under QEMU with its guest tests, gdb walkthroughs and
-exercise-grader proofs. Ends with exactly one line: 'N passed, N failed'."""
+exercise-grader proofs, then the machinery against misbehaving guests and
+submissions, and the proof that a hand-out holds no solution. Ends with
+exactly one line: 'N passed, N failed'."""
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-from . import debugger, exercises, settings, stages, workflow
+from . import debugger, exercises, handout, settings, stages, workflow
 from .errors import LabError
 from .log import info
 from .tree import KernelTree
@@ -69,6 +72,36 @@ def guest_tier(tally, stage):
         tally.record(f"stage {stage.slug}: {name}", ok, detail)
 
 
+def handout_tier(tally):
+    """The hand-out leaks no solution hunk of any stage; and the check that
+    says so finds every hunk once the solutions are put back in."""
+    chosen = handout.exercise_stages()
+    try:
+        made = handout.build(chosen, settings.BUILD / "check" / "handout")
+    except LabError as error:
+        tally.record("kit: make a hand-out of every stage with exercises", False, str(error))
+        return
+    leaks = handout.find_leaks(made.root, chosen)
+    for stage in chosen:
+        mine = [l for l in leaks if f"/{stage.slug}/" in l.solution]
+        tally.record(f"kit: the hand-out holds no solution of {stage.slug}", not mine,
+                     "; ".join(f"{l.solution} {l.hunk} in {l.where}" for l in mine))
+    bare = handout.unverifiable_hunks(chosen)
+    tally.record("kit: every solution hunk has text the leak check can find", not bare,
+                 "; ".join(bare))
+    planted = made.root / "planted"
+    shutil.copytree(settings.SOLUTIONS_DIR, planted)
+    try:
+        found = {(l.solution, l.hunk) for l in handout.find_leaks(made.root, chosen)}
+    finally:
+        shutil.rmtree(planted)
+    every = {(settings.shown(patch), header) for stage in chosen
+             for patch, header, _, _ in handout.solution_hunks(stage)}
+    missed = sorted(every - found)
+    tally.record("kit: the leak check finds every solution hunk planted in a hand-out",
+                 not missed, "; ".join(f"{a} {b}" for a, b in missed))
+
+
 def cmd_check(args):
     tally = Tally()
     book_tests = settings.REPO / "vm" / "tests" / "test_book.py"
@@ -80,11 +113,19 @@ def cmd_check(args):
         for stage in [stages.resolve(args.stage)] if args.stage else stages.all_stages():
             info(f"guest tier: stage {stage.slug}")
             guest_tier(tally, stage)
-        info("guest tier: the machinery against a panicking and a hanging guest")
+        info("guest tier: the machinery against panicking, hanging, flooding and "
+             "disk-filling guests and submissions")
         workshop = KernelTree().workshop()
         os.environ["LAB_TEST_OBJ"] = str(workflow.Work(workshop, stages.latest()).obj)
+        # Grading a class of misbehaving submissions takes minutes: a run
+        # for one stage leaves it out.
+        class_tests = settings.REPO / "vm" / "tests" / "test_class_fixtures.py"
         run_pytest(tally, "guest-failures", [settings.REPO / "vm" / "tests"],
-                   f"--ignore={book_tests}", "-m", "kernel")
+                   f"--ignore={book_tests}", "-m", "kernel",
+                   *([f"--ignore={class_tests}"] if args.stage else []))
+    if args.tier in ("guest", "all") and not args.stage:
+        info("instructor kit: a hand-out of every stage with exercises, checked for solutions")
+        handout_tier(tally)
     if args.tier in ("host", "all") and book_tests.exists():
         info("book: rendering and checking (after the guest tier, so it shows real results)")
         try:

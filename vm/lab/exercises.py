@@ -166,7 +166,8 @@ def exercise_commit(tree, exercise_set):
     workshop = tree.reset_workshop(stage.branch)
     hollow_tree(workshop.path, exercise_set)
     names = ", ".join(e.what for e in exercise_set.exercises)
-    workshop.git("commit", "-q", "-a", "-m",
+    # --allow-empty: in a hand-out the stage branch is hollowed already.
+    workshop.git("commit", "-q", "-a", "--allow-empty", "-m",
                  f"exercise: hollow out {stage.slug}\n\nReplaced by stubs: {names}.\n"
                  f"Generated from exercises/{stage.slug}/exercises.toml.",
                  env={"GIT_AUTHOR_DATE": settings.LAB_IDENT["GIT_COMMITTER_DATE"]})

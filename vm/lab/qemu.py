@@ -21,6 +21,15 @@ QBOOT = Path("/usr/share/qemu/qboot.rom")
 FATAL = re.compile(r"Kernel panic - not syncing|\bOops\b|BUG: |general protection fault|"
                    r"Unable to handle kernel|watchdog: BUG: soft lockup|INFO: task .* blocked")
 TAIL_LINES = 40
+# What one unattended boot may leave on the host. A guest that prints or
+# writes without end (a runaway loop in a student's kernel) would otherwise
+# fill the disk of whoever grades it before the timeout stops it.
+CONSOLE_LIMIT = 8 * 2**20
+SHARE_LIMIT = 128 * 2**20
+# A guest writes hundreds of MiB a second into the share: look often.
+POLL_SECONDS = 0.25
+# What is kept of each file a guest wrote past SHARE_LIMIT, to look at.
+KEPT_OF_A_RUNAWAY_FILE = 2**20
 
 
 def accelerator(modules_file="/proc/modules", kvm_device="/dev/kvm"):
@@ -109,11 +118,16 @@ def run_interactive(boot):
 
 def run_watched(boot, timeout, console_log, echo=False, started=None):
     """Boot, stream the console to console_log, and stop the guest on a panic,
-    an oops or after `timeout` seconds. Returns an Outcome."""
+    an oops, after `timeout` seconds, or once it has printed more than
+    CONSOLE_LIMIT bytes or written more than SHARE_LIMIT bytes into its
+    results share. Returns an Outcome."""
     boot.out_dir.mkdir(parents=True, exist_ok=True)
     tail = deque(maxlen=TAIL_LINES)
     fatal = []
+    printed = [0]
+    share_before = disk_usage(boot.out_dir)
     begin = time.monotonic()
+    begin_wall = time.time()
     proc = subprocess.Popen(boot.command("stdio"), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -123,8 +137,10 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
     def pump():
         with open(console_log, "wb") as log:
             for raw in proc.stdout:
-                log.write(raw)
-                log.flush()
+                printed[0] += len(raw)
+                if printed[0] <= CONSOLE_LIMIT:
+                    log.write(raw)
+                    log.flush()
                 line = raw.decode(errors="replace")
                 tail.append(line)
                 if echo:
@@ -134,23 +150,63 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
-    try:
-        proc.wait(timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    stopped = None
+    while proc.poll() is None:
+        if time.monotonic() - begin > timeout:
+            stopped = f"the guest did not finish within {timeout} s (hang?)"
+        elif printed[0] > CONSOLE_LIMIT:
+            stopped = (f"the guest printed more than {CONSOLE_LIMIT // 2**20} MiB on its "
+                       "console (output without end?)")
+        elif disk_usage(boot.out_dir) - share_before > SHARE_LIMIT:
+            stopped = (f"the guest wrote more than {SHARE_LIMIT // 2**20} MiB into its "
+                       "results share (filling the disk?)")
+        if stopped:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if "results share" in stopped:
+                truncate_runaway_files(boot.out_dir, begin_wall, console_log)
+            break
+        try:
+            proc.wait(timeout=POLL_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
     reader.join(timeout=5)
     seconds = time.monotonic() - begin
-    if timed_out:
-        return Outcome(False, f"the guest did not finish within {timeout} s (hang?)",
-                       list(tail), seconds)
+    if stopped:
+        return Outcome(False, stopped, list(tail), seconds)
     if fatal:
         return Outcome(False, f"the guest crashed: {fatal[0]}", list(tail), seconds)
     if proc.returncode != 0:
         return Outcome(False, f"QEMU exited with status {proc.returncode}", list(tail), seconds)
     return Outcome(True, "the guest finished", list(tail), seconds)
+
+
+def truncate_runaway_files(directory, since, keep):
+    """Give the disk back: cut each large file written during the boot to
+    its first KEPT_OF_A_RUNAWAY_FILE bytes."""
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                status = os.lstat(path)
+                if (path != str(keep) and status.st_mtime >= since - 1
+                        and status.st_size > KEPT_OF_A_RUNAWAY_FILE):
+                    os.truncate(path, KEPT_OF_A_RUNAWAY_FILE)
+            except OSError:
+                pass
+
+
+def disk_usage(directory):
+    """Bytes of disk the files under directory take (sparse files count
+    what they occupy, not their length)."""
+    total = 0
+    for root, _, files in os.walk(directory):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass  # removed while we looked
+    return total
 
 
 def free_port(preferred=1234):
