@@ -240,20 +240,24 @@ def test_the_leak_check_finds_a_solution_hunk_anywhere_a_student_reads_it(kit_la
     assert [(l.where, l.line) for l in leaks] == [("book/ch.html", "return 1;")]
 
 
-def test_a_kernel_patch_leaks_what_it_adds_not_its_context(kit_lab, tmp_path):
-    stage = stages.resolve("01")
+@pytest.fixture
+def empty_handout(kit_lab, tmp_path):
+    """Stage 01 of the fake lab, and an empty hand-out directory to plant in."""
     root = tmp_path / "handout"
     root.mkdir()
+    return stages.resolve("01"), root
+
+
+def test_a_kernel_patch_leaks_what_it_adds_not_its_context(kit_lab, empty_handout):
+    stage, root = empty_handout
     (root / "0001-x.patch").write_text("@@ -1,3 +1,3 @@\n \treturn 1;\n-a\n+b\n")
     assert handout.find_leaks(root, [stage]) == []
     (root / "0001-x.patch").write_text("@@ -1,3 +1,3 @@\n-a\n+\treturn 1;\n")
     assert len(handout.find_leaks(root, [stage])) == 1
 
 
-def test_lines_the_exercise_branch_shows_anyway_are_not_secret(kit_lab, tmp_path):
-    stage = stages.resolve("01")
-    root = tmp_path / "handout"
-    root.mkdir()
+def test_lines_the_exercise_branch_shows_anyway_are_not_secret(kit_lab, empty_handout):
+    stage, root = empty_handout
     # The function's signature is in the hand-out's own kernel tree.
     (root / "notes.txt").write_text("int rotate(void)\n")
     assert handout.find_leaks(root, [stage]) == []
