@@ -91,19 +91,27 @@ def configure(tree, obj, stage_list):
     """Write obj/.config for these stages, touching it only when it changes,
     so an unchanged config costs no rebuild."""
     obj.mkdir(parents=True, exist_ok=True)
-    candidate = obj / "lab-candidate.config"
-    env = dict(os.environ, KCONFIG_CONFIG=str(candidate))
-    base = ["make", "-s", "-C", str(tree), f"O={obj}", f"KCONFIG_CONFIG={candidate.name}"]
+    # The config is made in a scratch object directory of its own, under its
+    # usual name: tinyconfig merges its fragment into a file literally called
+    # .config, whatever KCONFIG_CONFIG says, so pointing it at another file
+    # silently starts from every symbol's default instead of from allnoconfig.
+    scratch = obj / "lab-config"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    candidate = scratch / ".config"
+    env = {k: v for k, v in os.environ.items() if k != "KCONFIG_CONFIG"}
+    base = ["make", "-s", "-C", str(tree), f"O={scratch}"]
     frags = fragments_for(stage_list)
     steps = [
-        base + ["tinyconfig"],
-        [str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(obj), str(candidate),
-         *map(str, frags)],
+        # ARCH=x86_64: x86's tinyconfig is otherwise 32-bit.
+        base + ["ARCH=x86_64", "tinyconfig"],
+        [str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(scratch),
+         str(candidate), *map(str, frags)],
         base + ["olddefconfig"],
     ]
     for step in steps:
         # merge_config.sh leaves temporary files in its working directory.
-        result = subprocess.run(step, env=env, capture_output=True, text=True, cwd=obj)
+        result = subprocess.run(step, env=env, capture_output=True, text=True, cwd=scratch)
         if result.returncode != 0:
             raise LabError(f"configuring the kernel failed at: {' '.join(step)}\n"
                            + (result.stdout + result.stderr)[-3000:])
@@ -113,8 +121,7 @@ def configure(tree, obj, stage_list):
                  for sym, want, got, frag in unmet]
         raise LabError("these config requests did not take effect (an unmet "
                        "dependency, or a symbol this tree does not have):\n" + "\n".join(lines)
-                       + f"\nInspect with: make -C {tree} O={obj} "
-                       f"KCONFIG_CONFIG={candidate.name} menuconfig")
+                       + f"\nInspect with: make -C {tree} O={scratch} menuconfig")
     final = obj / ".config"
     if not final.exists() or final.read_bytes() != candidate.read_bytes():
         shutil.copyfile(candidate, final)
@@ -126,12 +133,13 @@ def build(tree, obj, stage_list, quiet=False):
     info(f"building the kernel in {obj}")
     log_path = obj / "lab-build.log"
     with open(log_path, "w") if quiet else contextlib.nullcontext() as log:
-        make(tree, obj, "bzImage", "modules", "scripts_gdb", quiet=quiet, log=log)
+        # vmlinux is what QEMU boots (PVH) and what gdb reads; no bzImage.
+        make(tree, obj, "vmlinux", "modules", "scripts_gdb", quiet=quiet, log=log)
         staging = obj / "lab-modules"
         shutil.rmtree(staging, ignore_errors=True)
         make(tree, obj, "modules_install", f"INSTALL_MOD_PATH={staging}",
              "INSTALL_MOD_STRIP=1", "DEPMOD=/sbin/depmod", quiet=True, log=log)
-    return obj / "arch/x86/boot/bzImage"
+    return obj / "vmlinux"
 
 
 def kernel_release(obj):

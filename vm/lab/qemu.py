@@ -78,9 +78,19 @@ class Boot:
         if not shutil.which(QEMU):
             raise LabError(f"{QEMU} is missing: install qemu-system-x86 (make deps does it)")
         accel = accelerator()
-        cmdline = ["console=ttyS0", "panic=-1", "oops=panic", "loglevel=4",
+        # reboot=t: a triple fault, which -no-reboot turns into QEMU's exit;
+        # the usual reset through the keyboard controller needs the i8042.
+        cmdline = ["console=ttyS0", "panic=-1", "oops=panic", "loglevel=4", "reboot=t",
                    "nokaslr" if self.gdb_port else "", *self.extra_cmdline]
-        cmd = [QEMU, "-accel", accel, "-cpu", "host" if accel == "kvm" else "max",
+        if accel == "tcg":
+            # TCG's vCPUs share one virtual TSC, but its CPU model lacks
+            # constant_tsc, so the kernel would call the TSCs unsynchronized
+            # and, with no ACPI to find an HPET, fall back to jiffies.
+            cmdline.insert(0, "tsc=reliable")
+        # No PS/2 controller: the console is serial, and probing the
+        # controller's mouse costs a third of a second of every TCG boot.
+        cmd = [QEMU, "-machine", "pc,i8042=off",
+               "-accel", accel, "-cpu", "host" if accel == "kvm" else "max",
                "-smp", str(self.cpus), "-m", self.memory,
                "-nodefaults", "-no-reboot", "-display", "none", "-no-user-config",
                "-kernel", str(self.kernel), "-initrd", str(self.initrd),

@@ -30,7 +30,7 @@ class Work:
 
     @property
     def kernel(self):
-        return self.obj / "arch/x86/boot/bzImage"
+        return self.vmlinux
 
     @property
     def vmlinux(self):

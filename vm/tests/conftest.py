@@ -57,3 +57,13 @@ def fake_lab(tmp_path, monkeypatch):
     monkeypatch.setattr(settings, "PATCHES_DIR", patches)
     monkeypatch.setattr(settings, "BUILD", tmp_path / "build")
     return tmp_path
+
+
+@pytest.fixture
+def built_obj():
+    """The object directory of a teaching kernel built by make check's guest tier."""
+    path = Path(os.environ.get("LAB_TEST_OBJ", "/nonexistent"))
+    if not (path / "vmlinux").exists():
+        pytest.fail("LAB_TEST_OBJ must name a built kernel's object dir "
+                    "(make check sets it after the guest tier)")
+    return path

@@ -60,7 +60,7 @@ def test_accel_override_is_checked(monkeypatch):
 
 def test_missing_qemu_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setattr(qemu.shutil, "which", lambda name: None)
-    kernel = tmp_path / "bzImage"
+    kernel = tmp_path / "vmlinux"
     kernel.write_text("")
     boot = qemu.Boot(kernel, tmp_path / "initrd", "test", tmp_path)
     with pytest.raises(LabError) as error:
@@ -69,7 +69,7 @@ def test_missing_qemu_says_how_to_get_it(tmp_path, monkeypatch):
 
 
 def test_missing_kernel_says_how_to_build_it(tmp_path):
-    boot = qemu.Boot(tmp_path / "bzImage", tmp_path / "initrd", "test", tmp_path)
+    boot = qemu.Boot(tmp_path / "vmlinux", tmp_path / "initrd", "test", tmp_path)
     with pytest.raises(LabError) as error:
         boot.command("stdio")
     assert "make kernel" in str(error.value)
@@ -77,7 +77,7 @@ def test_missing_kernel_says_how_to_build_it(tmp_path):
 
 def test_gdb_stub_listens_on_loopback_only(tmp_path, monkeypatch):
     monkeypatch.setenv("ACCEL", "tcg")
-    kernel = tmp_path / "bzImage"
+    kernel = tmp_path / "vmlinux"
     kernel.write_text("")
     cmd = qemu.Boot(kernel, tmp_path / "i", "shell", tmp_path, gdb_port=4321,
                     paused=True).command("stdio")
@@ -115,3 +115,15 @@ def test_deps_names_missing_packages_for_an_unprivileged_user():
     assert result.returncode == 2
     assert "lab-no-such-package-xyz" in result.stderr and "apt-get install" in result.stderr
     shutil.rmtree(top)
+
+
+@pytest.mark.kernel
+def test_the_built_kernel_starts_from_tinyconfig(built_obj):
+    # Symbols no fragment asks for keep tinyconfig's value. A config that
+    # started from the defaults instead (what tinyconfig does when pointed
+    # at another file than .config) has the block layer and full-size
+    # kernel structures, and ACPI with them.
+    config = kbuild.parse_fragment(built_obj / ".config")
+    assert config.get("CONFIG_64BIT") == "y"
+    assert config.get("CONFIG_BLOCK", "n") == "n"
+    assert config.get("CONFIG_BASE_FULL", "n") == "n"
