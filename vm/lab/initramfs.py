@@ -143,16 +143,31 @@ def _copy_host_tool(name, root):
                        "packages the stages need)")
     path = os.path.realpath(path)
     for item in [path, *_shared_libraries(path)]:
-        dest = root / item.lstrip("/")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(item, dest)
+        _copy_host_file(item, root)
     # Tools are found under their plain name, wherever the host keeps them.
     link = root / "usr/bin" / name
     if not link.exists():
         link.symlink_to(path)
 
 
+def _copy_host_file(path, root):
+    """The host file at the same path in the guest. A path that reaches the
+    file through symlinks (Debian's /lib is /usr/lib) becomes a symlink to
+    the one copy of the file, so that each library is unpacked once."""
+    real = os.path.realpath(path)
+    dest = root / real.lstrip("/")
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(real, dest)
+    alias = root / path.lstrip("/")
+    if real != path and not alias.is_symlink() and not alias.exists():
+        alias.parent.mkdir(parents=True, exist_ok=True)
+        alias.symlink_to(real)
+
+
 def _shared_libraries(binary):
+    """The libraries ldd resolves for binary, and its dynamic loader, under
+    the paths the loader looks for them at."""
     out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
     libs = []
     for line in out.splitlines():
@@ -160,9 +175,7 @@ def _shared_libraries(binary):
         if "=>" in parts and len(parts) > parts.index("=>") + 1:
             target = parts[parts.index("=>") + 1]
             if target.startswith("/"):
-                libs.append(os.path.realpath(target))
-                if os.path.realpath(target) != target:
-                    libs.append(target)
+                libs.append(target)
         elif parts and parts[0].startswith("/"):
             libs.append(parts[0])  # the dynamic loader itself
     return libs

@@ -95,10 +95,11 @@ def configure(tree, obj, stage_list):
     # usual name: tinyconfig merges its fragment into a file literally called
     # .config, whatever KCONFIG_CONFIG says, so pointing it at another file
     # silently starts from every symbol's default instead of from allnoconfig.
+    # Only its .config is thrown away: its kconfig tools stay built.
     scratch = obj / "lab-config"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir()
+    scratch.mkdir(exist_ok=True)
     candidate = scratch / ".config"
+    candidate.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "KCONFIG_CONFIG"}
     base = ["make", "-s", "-C", str(tree), f"O={scratch}"]
     frags = fragments_for(stage_list)

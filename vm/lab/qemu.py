@@ -80,12 +80,12 @@ class Boot:
         accel = accelerator()
         # reboot=t: a triple fault, which -no-reboot turns into QEMU's exit;
         # the usual reset through the keyboard controller needs the i8042.
-        cmdline = ["console=ttyS0", "panic=-1", "oops=panic", "loglevel=4", "reboot=t",
-                   "nokaslr" if self.gdb_port else "", *self.extra_cmdline]
+        cmdline = ["console=ttyS0", "panic=-1", "oops=panic", "loglevel=4",
+                   "reboot=t", "nokaslr" if self.gdb_port else "", *self.extra_cmdline]
         if accel == "tcg":
             # TCG's vCPUs share one virtual TSC, but its CPU model lacks
             # constant_tsc, so the kernel would call the TSCs unsynchronized
-            # and, with no ACPI to find an HPET, fall back to jiffies.
+            # and keep time with the HPET, an emulated device slow to read.
             cmdline.insert(0, "tsc=reliable")
         # No PS/2 controller: the console is serial, and probing the
         # controller's mouse costs a third of a second of every TCG boot.
