@@ -11,12 +11,7 @@ from lab import bench, qemu
 pytestmark = pytest.mark.kernel
 
 
-@pytest.fixture
-def obj(built_obj):
-    return built_obj
-
-
-def one_line_init(obj, tmp_path, line):
+def one_line_init(tmp_path, line):
     root = tmp_path / "root"
     (root / "bin").mkdir(parents=True)
     shutil.copy2("/bin/busybox", root / "bin/busybox")
@@ -34,10 +29,10 @@ def boot(obj, initrd, tmp_path, timeout, extra=()):
                                       extra_cmdline=list(extra)), timeout, out / "console.log")
 
 
-def test_a_panicking_guest_fails_fast_with_the_console_tail(obj, tmp_path):
-    initrd = one_line_init(obj, tmp_path, "/bin/busybox reboot -f")
+def test_a_panicking_guest_fails_fast_with_the_console_tail(built_obj, tmp_path):
+    initrd = one_line_init(tmp_path, "/bin/busybox reboot -f")
     begin = time.monotonic()
-    outcome = boot(obj, initrd, tmp_path, 60, extra=["rdinit=/no/such/init"])
+    outcome = boot(built_obj, initrd, tmp_path, 60, extra=["rdinit=/no/such/init"])
     assert not outcome.ok
     assert "Kernel panic" in outcome.reason
     assert time.monotonic() - begin < 60
@@ -45,10 +40,10 @@ def test_a_panicking_guest_fails_fast_with_the_console_tail(obj, tmp_path):
     assert "last console lines" in outcome.explain()
 
 
-def test_a_hanging_guest_is_stopped_at_the_timeout(obj, tmp_path):
-    initrd = one_line_init(obj, tmp_path, "echo lab-hang-marker; /bin/busybox sleep 600")
+def test_a_hanging_guest_is_stopped_at_the_timeout(built_obj, tmp_path):
+    initrd = one_line_init(tmp_path, "echo lab-hang-marker; /bin/busybox sleep 600")
     begin = time.monotonic()
-    outcome = boot(obj, initrd, tmp_path, 10)
+    outcome = boot(built_obj, initrd, tmp_path, 10)
     elapsed = time.monotonic() - begin
     assert not outcome.ok
     assert "did not finish within 10 s" in outcome.reason
@@ -56,7 +51,7 @@ def test_a_hanging_guest_is_stopped_at_the_timeout(obj, tmp_path):
     assert any("lab-hang-marker" in line for line in outcome.tail)
 
 
-def test_a_guest_that_powers_off_is_a_clean_finish(obj, tmp_path):
-    initrd = one_line_init(obj, tmp_path, "/bin/busybox reboot -f")
-    outcome = boot(obj, initrd, tmp_path, 60)
+def test_a_guest_that_powers_off_is_a_clean_finish(built_obj, tmp_path):
+    initrd = one_line_init(tmp_path, "/bin/busybox reboot -f")
+    outcome = boot(built_obj, initrd, tmp_path, 60)
     assert outcome.ok, outcome.explain()

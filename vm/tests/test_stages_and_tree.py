@@ -1,5 +1,6 @@
 """Stage data, stage branches made with git am, and the promise that a
 student's uncommitted work is never discarded."""
+import os
 import subprocess
 
 import pytest
@@ -198,3 +199,22 @@ def test_unknown_program_kind_is_refused(fake_lab):
     with pytest.raises(LabError, match="c\\|bpf\\|file"):
         stage.programs
 
+
+
+def test_a_library_reached_through_a_symlinked_dir_is_copied_once(tmp_path):
+    # Debian's /lib is a symlink to /usr/lib: ldd names a library under the
+    # first, and the guest must get one copy, under both names.
+    from lab import initramfs
+    host = tmp_path / "host"
+    (host / "usr/lib").mkdir(parents=True)
+    (host / "usr/lib/libdemo.so.1").write_bytes(b"\x7fELF demo")
+    (host / "lib").symlink_to("usr/lib")
+    guest = tmp_path / "guest"
+    initramfs._copy_host_file(str(host / "lib/libdemo.so.1"), guest)
+    real = guest / str(host / "usr/lib/libdemo.so.1").lstrip("/")
+    alias = guest / str(host / "lib/libdemo.so.1").lstrip("/")
+    assert real.is_file() and not real.is_symlink()
+    assert real.read_bytes() == b"\x7fELF demo"
+    assert alias.is_symlink() and os.readlink(alias) == str(host / "usr/lib/libdemo.so.1")
+    copies = [p for p in guest.rglob("libdemo.so.1") if p.is_file() and not p.is_symlink()]
+    assert copies == [real]
