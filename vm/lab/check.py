@@ -6,7 +6,6 @@ exactly one line: 'N passed, N failed'."""
 import os
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 from . import debugger, exercises, handout, settings, stages, workflow

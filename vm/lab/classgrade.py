@@ -29,7 +29,7 @@ from pathlib import Path
 
 from . import exercises, report, settings, stages, submission, workflow
 from .errors import LabError
-from .log import info, warn
+from .log import info
 from .tree import KernelTree
 
 # A grade needs a guest (1 GiB), QEMU around it, and a compiler.

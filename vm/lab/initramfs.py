@@ -10,7 +10,6 @@ from pathlib import Path
 
 from . import settings
 from .errors import LabError
-from .log import info
 from .tree import KernelTree
 
 BUSYBOX = "/bin/busybox"
@@ -71,6 +70,20 @@ def run_archive(obj, mode, command=None):
         for part in (obj / "lab-initramfs.cpio", small):
             out.write(part.read_bytes())
     return combined
+
+
+def one_line_archive(workdir, line):
+    """busybox and an /init of one shell line: the bare guest against which
+    the lab's own /init is measured, and the guest the failure tests break."""
+    root = workdir / "root"
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "bin").mkdir(parents=True)
+    shutil.copy2(BUSYBOX, root / "bin/busybox")
+    (root / "init").write_text(f"#!/bin/busybox sh\n{line}\n")
+    (root / "init").chmod(0o755)
+    image = workdir / "initramfs.cpio"
+    _cpio(root, image)
+    return image
 
 
 def _install_busybox(root):

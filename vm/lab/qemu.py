@@ -11,7 +11,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import settings
 from .errors import LabError
 from .log import info
 
@@ -87,9 +86,12 @@ class Boot:
             # constant_tsc, so the kernel would call the TSCs unsynchronized
             # and keep time with the HPET, an emulated device slow to read.
             cmdline.insert(0, "tsc=reliable")
-        # No PS/2 controller: the console is serial, and probing the
-        # controller's mouse costs a third of a second of every TCG boot.
-        cmd = [QEMU, "-machine", "pc,i8042=off",
+        # q35, not the older pc (i440FX): its ACPI tables give PCI interrupt
+        # routing as a fixed table, where i440FX's build it in an AML loop
+        # that the kernel interprets, for a tenth of a second under TCG, as
+        # virtio-pci enables its device. No PS/2 controller: the console is
+        # serial, and probing the controller's mouse costs a third of a second.
+        cmd = [QEMU, "-machine", "q35,i8042=off",
                "-accel", accel, "-cpu", "host" if accel == "kvm" else "max",
                "-smp", str(self.cpus), "-m", self.memory,
                "-nodefaults", "-no-reboot", "-display", "none", "-no-user-config",

@@ -13,7 +13,6 @@ decide their own grade, or make the grader's build do arbitrary work.
 import hashlib
 import os
 import re
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path

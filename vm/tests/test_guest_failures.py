@@ -1,25 +1,13 @@
 """A guest that panics or hangs fails within the timeout, with the console
 tail; it never leaves the lab waiting. These boot a real teaching kernel,
 so `make check` runs them after the guest tier has built one."""
-import shutil
 import time
 
 import pytest
 
-from lab import bench, qemu
+from lab import initramfs, qemu
 
 pytestmark = pytest.mark.kernel
-
-
-def one_line_init(tmp_path, line):
-    root = tmp_path / "root"
-    (root / "bin").mkdir(parents=True)
-    shutil.copy2("/bin/busybox", root / "bin/busybox")
-    (root / "init").write_text(f"#!/bin/busybox sh\n{line}\n")
-    (root / "init").chmod(0o755)
-    image = tmp_path / "initrd.cpio"
-    bench.initramfs._cpio(root, image)
-    return image
 
 
 def boot(obj, initrd, tmp_path, timeout, extra=()):
@@ -30,7 +18,7 @@ def boot(obj, initrd, tmp_path, timeout, extra=()):
 
 
 def test_a_panicking_guest_fails_fast_with_the_console_tail(built_obj, tmp_path):
-    initrd = one_line_init(tmp_path, "/bin/busybox reboot -f")
+    initrd = initramfs.one_line_archive(tmp_path / "bare", "/bin/busybox reboot -f")
     begin = time.monotonic()
     outcome = boot(built_obj, initrd, tmp_path, 60, extra=["rdinit=/no/such/init"])
     assert not outcome.ok
@@ -41,7 +29,7 @@ def test_a_panicking_guest_fails_fast_with_the_console_tail(built_obj, tmp_path)
 
 
 def test_a_hanging_guest_is_stopped_at_the_timeout(built_obj, tmp_path):
-    initrd = one_line_init(tmp_path, "echo lab-hang-marker; /bin/busybox sleep 600")
+    initrd = initramfs.one_line_archive(tmp_path / "bare", "echo lab-hang-marker; /bin/busybox sleep 600")
     begin = time.monotonic()
     outcome = boot(built_obj, initrd, tmp_path, 10)
     elapsed = time.monotonic() - begin
@@ -52,6 +40,6 @@ def test_a_hanging_guest_is_stopped_at_the_timeout(built_obj, tmp_path):
 
 
 def test_a_guest_that_powers_off_is_a_clean_finish(built_obj, tmp_path):
-    initrd = one_line_init(tmp_path, "/bin/busybox reboot -f")
+    initrd = initramfs.one_line_archive(tmp_path / "bare", "/bin/busybox reboot -f")
     outcome = boot(built_obj, initrd, tmp_path, 60)
     assert outcome.ok, outcome.explain()

@@ -2,7 +2,6 @@
 by stand-in graders that pass, fail, hang and flood, resuming, the report,
 the leak check, and the CI files. Real kernels are in test_class_fixtures.py."""
 import csv
-import json
 import re
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import REPO, git
-from lab import classgrade, exercises, handout, report, settings, stages, submission
+from lab import classgrade, exercises, handout, settings, stages, submission
 from lab.errors import LabError
 from lab.tree import KernelTree
 
