@@ -29,7 +29,8 @@ def test_a_panicking_guest_fails_fast_with_the_console_tail(built_obj, tmp_path)
 
 
 def test_a_hanging_guest_is_stopped_at_the_timeout(built_obj, tmp_path):
-    initrd = initramfs.one_line_archive(tmp_path / "bare", "echo lab-hang-marker; /bin/busybox sleep 600")
+    initrd = initramfs.one_line_archive(tmp_path / "bare",
+                                        "echo lab-hang-marker; /bin/busybox sleep 600")
     begin = time.monotonic()
     outcome = boot(built_obj, initrd, tmp_path, 10)
     elapsed = time.monotonic() - begin

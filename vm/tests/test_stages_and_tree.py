@@ -1,12 +1,13 @@
-"""Stage data, stage branches made with git am, and the promise that a
-student's uncommitted work is never discarded."""
+"""Stage data, stage branches made with git am, the promise that a
+student's uncommitted work is never discarded, and what of a stage goes
+into its initramfs."""
 import os
 import subprocess
 
 import pytest
 
 from conftest import REPO, git
-from lab import settings, stages, workflow
+from lab import initramfs, settings, stages, workflow
 from lab.errors import LabError
 from lab.tree import KernelTree
 
@@ -155,14 +156,12 @@ def test_stage_branch_with_foreign_commits_is_not_rewritten(fake_lab):
 
 
 def test_generated_guest_file_is_the_commands_output(tmp_path):
-    from lab import initramfs
     program = stages.Program("/usr/share/x/data", "gen", "printf '%s\\n' 1 2; echo $LAB_BUILD >&2", ())
     initramfs._build_program(tmp_path, program, tmp_path / "root")
     assert (tmp_path / "root/usr/share/x/data").read_text() == "1\n2\n"
 
 
 def test_failing_generator_names_the_guest_file(tmp_path):
-    from lab import initramfs
     program = stages.Program("/data", "gen", "echo oops >&2; exit 3", ())
     with pytest.raises(LabError) as error:
         initramfs._build_program(tmp_path, program, tmp_path / "root")
@@ -182,7 +181,6 @@ def test_host_reports_see_the_results_directory(tmp_path):
 
 
 def test_file_programs_are_copied_from_the_stage_tree(fake_lab, tmp_path):
-    from lab import initramfs
     stage = stages.resolve("01")
     (stage.path / "programs").write_text("/usr/share/demo/lru.c  file  lru.c\n")
     program, = stage.programs
@@ -200,11 +198,9 @@ def test_unknown_program_kind_is_refused(fake_lab):
         stage.programs
 
 
-
 def test_a_library_reached_through_a_symlinked_dir_is_copied_once(tmp_path):
     # Debian's /lib is a symlink to /usr/lib: ldd names a library under the
     # first, and the guest must get one copy, under both names.
-    from lab import initramfs
     host = tmp_path / "host"
     (host / "usr/lib").mkdir(parents=True)
     (host / "usr/lib/libdemo.so.1").write_bytes(b"\x7fELF demo")
