@@ -42,7 +42,7 @@ help:
 	@echo "  make handout STAGES=01,02 [OUT=dir]  the students' hand-out, without solutions"
 	@echo "  make grade-class STAGE=NN SUBMISSIONS=dir/ [JOBS=N] [OUT=dir]  grade a class"
 	@echo
-	@echo "  make check                  run every test; ends with 'N passed, N failed'"
+	@echo "  make check                  run every test; ends with 'N passed, N failed, N skipped'"
 	@echo "                              (STAGE=NN: only that stage's guest tier; TIER=host|guest)"
 	@echo "  make bench                  measure build and boot times (docs/benchmarks.md)"
 	@echo "  make bench-class [JOBS=N]   measure class grading: submissions/hour, one warm grade"

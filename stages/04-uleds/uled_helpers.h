@@ -29,12 +29,17 @@ static inline long long now_ms(void)
 	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
+/*
+ * Whether the LED is there with its attributes. The class link appears
+ * before the attribute groups are made (device_add() links, then adds
+ * them), so look for the last group's file: trigger.
+ */
 static inline int led_exists(const char *led)
 {
 	char path[PATH_MAX];
 	struct stat st;
 
-	snprintf(path, sizeof(path), LEDS_DIR "/%s", led);
+	snprintf(path, sizeof(path), LEDS_DIR "/%s/trigger", led);
 	return stat(path, &st) == 0;
 }
 

@@ -121,6 +121,13 @@ def grade_goal(conf, puzzle, report):
                 for s in ("KEYBOARD", "LEDS") if value_in(config, s) != "y"]
     report.result("keyboard_still_defaults_leds_on", not problems, "\n".join(problems))
 
+    # It is the keyboard that turns the LEDs on: with nothing set, they stay
+    # off (a "default y" on LEDS itself would turn them on for everyone).
+    _, config = conf.run("olddefconfig", "")
+    problems = [f"with an empty .config: {s}={value_in(config, s)}, expected n"
+                for s in ("KEYBOARD", "LEDS") if value_in(config, s) != "n"]
+    report.result("leds_stay_off_without_the_keyboard", not problems, "\n".join(problems))
+
 
 def main():
     if len(sys.argv) != 2:

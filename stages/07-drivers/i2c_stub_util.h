@@ -202,9 +202,10 @@ static inline void attr_text(const char *dir, const char *name, char *buf, size_
 
 /*
  * i2c-stub takes its chip addresses once, when it is loaded, so every test
- * program of the stage asks for all of them: tmp108, da280, da311, lt16.
+ * program of the stage asks for all of them: tmp108, da280, da311, lt16,
+ * mpu3050 and hts221. No chip answers at any other address.
  */
-#define STUB_CHIP_ADDRS	"0x48,0x26,0x27,0x4c"
+#define STUB_CHIP_ADDRS	"0x48,0x26,0x27,0x4c,0x68,0x5f"
 
 /* Load i2c-stub and find its bus number. */
 static inline int stub_load(void)

@@ -12,6 +12,14 @@ def cmd_stages(args):
         print(f"{stage.number}  {stage.slug:<22} {stage.title}")
 
 
+def cmd_packages(args):
+    """The Debian packages the stages' declarations need (vm/deps.sh)."""
+    needed = []
+    for stage in stages.all_stages():
+        needed += [p for p in stage.host_packages if p not in needed]
+    print(" ".join(needed))
+
+
 def cmd_stage(args):
     workflow.prepare_stage(args.stage)
 
@@ -79,6 +87,7 @@ def main(argv=None):
         return p
 
     verb("stages", cmd_stages, "list the stages")
+    verb("packages", cmd_packages, "the Debian packages the stages' declarations need")
     verb("stage", cmd_stage, "prepare and check out a stage branch")
     verb("branches", cmd_branches, "bring every stage branch up to date, checking out nothing")
     verb("kernel", cmd_kernel, "build the stage's kernel")

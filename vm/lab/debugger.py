@@ -10,6 +10,7 @@ gdb gets the walkthrough's results directory (beside gdb.log; the guest's
 """
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -42,11 +43,13 @@ def debug(work, command=None):
     sock = settings.BUILD / "console.sock"
     sock.unlink(missing_ok=True)
     port = qemu.free_port(GDB_PORT)
-    boot = qemu.Boot(work.kernel, initrd, mode, out, gdb_port=port, paused=True)
+    boot = qemu.Boot(work.kernel, initrd, mode, out, work.stage, gdb_port=port, paused=True)
     # The console goes to a socket (and a log) so that gdb can own this terminal.
     cmd = boot.command("chardev:con") + [
         "-chardev", f"socket,id=con,path={sock},server=on,wait=off,logfile={out / 'console.log'}"]
-    vm = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+    # A session of its own: the terminal's Ctrl-C, meant for gdb, never
+    # reaches QEMU.
+    vm = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
     _wait_for_port(port, vm)
     info(f"QEMU is paused with its gdb stub on 127.0.0.1:{port} (kernel booted with nokaslr).")
     info("The guest console is not on this terminal: in another terminal run "
@@ -55,11 +58,52 @@ def debug(work, command=None):
     info("In gdb: `continue` boots; Ctrl-C stops; lx-dmesg, lx-ps, lx-bpf-maps and the "
          "other lx- helpers are loaded. Quitting gdb stops the guest.")
     try:
-        return subprocess.run(gdb_command(work, port) + [str(work.vmlinux)]).returncode
+        return run_owning_the_terminal(gdb_command(work, port) + [str(work.vmlinux)])
     finally:
         vm.kill()
         vm.wait()
         sock.unlink(missing_ok=True)
+
+
+def run_owning_the_terminal(cmd):
+    """Run cmd as the terminal's foreground process group, alone, as a
+    shell runs a job. Ctrl-C then interrupts only cmd (gdb stops the
+    target), while make and the lab, now in the background, wait for it.
+    Without a terminal, cmd just runs."""
+    try:
+        tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        return subprocess.run(cmd).returncode
+    try:
+        ours = os.tcgetpgrp(tty)
+    except OSError:
+        os.close(tty)
+        return subprocess.run(cmd).returncode
+
+    def take_the_terminal():
+        # The child's own group first; SIGTTOU is ignored while a process
+        # outside the foreground group takes the terminal, then restored
+        # so that gdb starts with default dispositions.
+        os.setpgid(0, 0)
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        os.tcsetpgrp(tty, os.getpgrp())
+        signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(cmd, preexec_fn=take_the_terminal, pass_fds=(tty,))
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                continue  # the terminal was not ours yet: gdb handles it
+    finally:
+        try:
+            os.tcsetpgrp(tty, ours)
+        except OSError:
+            pass
+        signal.signal(signal.SIGTTOU, previous)
+        os.close(tty)
 
 
 def _wait_for_port(port, vm, seconds=10):
@@ -110,7 +154,7 @@ def run_walkthrough(work, script, quiet=False, results=None):
     initrd = build_guest(work, mode, walk.command)
     out = fresh_dir((results or results_dir(work)) / "gdb" / script.stem)
     port = qemu.free_port(GDB_PORT)
-    boot = qemu.Boot(work.kernel, initrd, mode, out, gdb_port=port, paused=True)
+    boot = qemu.Boot(work.kernel, initrd, mode, out, work.stage, gdb_port=port, paused=True)
     console = open(out / "console.log", "wb")
     vm = subprocess.Popen(boot.command("stdio"), stdin=subprocess.DEVNULL, stdout=console,
                           stderr=subprocess.STDOUT)

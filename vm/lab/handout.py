@@ -158,20 +158,22 @@ def _hollowed_commit(tree, commit, exercise_sets, parent):
 
 
 def _hollowed_series(tree, root, chosen):
-    """Replace each chosen stage's kernel-patches/ series by the same patches
-    replayed with every chosen exercise hollowed after each one, so that no
-    patch adds a body the student is to write. Returns {slug: tip}."""
+    """Replace the series of every stage from the first chosen one on by the
+    same patches replayed with every chosen exercise hollowed after each one,
+    so that no patch adds a body the student is to write. A stage between
+    two chosen ones is replayed too (its own exercises stay solved), because
+    its patches now apply to a hollowed parent. Stages before the first
+    chosen one keep their series: their deadline has passed. Returns
+    {slug: tip} of the replayed stages."""
     chosen_sets = [exercises.load(s) for s in chosen]
+    included = stages.upto(chosen[-1])
+    first = included.index(chosen[0])
     tips, tip = {}, None
-    for stage in stages.upto(chosen[-1]):
-        previous = stages.upto(stage)[:-1]
-        real_parent = tree.rev(previous[-1].branch) if previous else tree.rev("base")
-        if stage not in chosen:
-            tip = tree.rev(stage.branch) if tip is None else tip
-            if tip != tree.rev(stage.branch):
-                raise LabError(f"stage {stage.slug} comes after a stage handed out with "
-                               "exercises; hand out every stage from the first chosen one on")
+    for position, stage in enumerate(included):
+        if position < first:
             continue
+        previous = included[position - 1] if position else None
+        real_parent = tree.rev(previous.branch) if previous else tree.rev("base")
         tip = tip or real_parent
         sets = [e for e in chosen_sets if e.stage.number <= stage.number]
         base_of_series = tip
@@ -184,7 +186,7 @@ def _hollowed_series(tree, root, chosen):
         tree.git("format-patch", "-q", "--zero-commit", "--no-signature", "-o", str(series_dir),
                  f"{base_of_series}..{tip}")
         names = sorted(p.name for p in series_dir.glob("*.patch"))
-        (series_dir / "series").write_text("\n".join(names) + "\n")
+        (series_dir / "series").write_text("\n".join(names) + ("\n" if names else ""))
         tips[stage.slug] = tip
     return tips
 

@@ -2,13 +2,14 @@
 for (programs built from the stage tree, host tools with their libraries,
 verbatim files, the kernel's modules). Stages are cumulative, so a stage's
 guest holds what every earlier stage put there; its test list is its own."""
+import hashlib
 import os
 import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
-from . import settings
+from . import arches, settings
 from .errors import LabError
 from .tree import KernelTree
 
@@ -27,11 +28,19 @@ def build(tree, obj, stage, stage_list, tests=None):
     for d in ("bin", "sbin", "usr/bin", "usr/sbin", "lib", "lib64", "etc", "proc", "sys",
               "dev", "tmp", "run", "var", "root", "lab/bin", "lab/out"):
         (root / d).mkdir(parents=True, exist_ok=True)
-    _install_busybox(root)
+    arch = arches.ARCHES[stage.machine.arch]
+    _install_busybox(root, guest_busybox(arch))
     shutil.copytree(settings.GUEST_DIR, root, dirs_exist_ok=True, symlinks=True)
     (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (root / "etc/group").write_text("root:x:0:\n")
     for each in stage_list:
+        foreign = arch.debian_arch != host_debian_arch()
+        if foreign and (each.programs or each.host_tools):
+            # The guest programs are built, and the host tools copied, for
+            # the host's architecture: an arm64 guest could run none of them.
+            raise LabError(f"stage {each.slug} has programs or host tools, which the lab "
+                           f"builds for {host_debian_arch()} only, and {stage.slug} boots "
+                           f"{arch.name}")
         for program in each.programs:
             _build_program(tree, program, root)
         for tool in each.host_tools:
@@ -72,13 +81,13 @@ def run_archive(obj, mode, command=None):
     return combined
 
 
-def one_line_archive(workdir, line):
+def one_line_archive(workdir, line, busybox=BUSYBOX):
     """busybox and an /init of one shell line: the bare guest against which
     the lab's own /init is measured, and the guest the failure tests break."""
     root = workdir / "root"
     shutil.rmtree(root, ignore_errors=True)
     (root / "bin").mkdir(parents=True)
-    shutil.copy2(BUSYBOX, root / "bin/busybox")
+    shutil.copy2(busybox, root / "bin/busybox")
     (root / "init").write_text(f"#!/bin/busybox sh\n{line}\n")
     (root / "init").chmod(0o755)
     image = workdir / "initramfs.cpio"
@@ -86,10 +95,49 @@ def one_line_archive(workdir, line):
     return image
 
 
-def _install_busybox(root):
+def host_debian_arch():
+    return subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def guest_busybox(arch):
+    """A static busybox for the guest's architecture: the host's own, or
+    Debian's busybox-static for that architecture, fetched once with an apt
+    of its own (private lists and cache under build/), so that the host's
+    apt configuration and its dpkg architectures stay as they are."""
+    if arch.debian_arch == host_debian_arch():
+        return Path(BUSYBOX)
+    place = settings.BUILD / "guest-packages" / arch.debian_arch
+    binary = place / "root" / "bin" / "busybox"
+    if binary.exists():
+        return binary
+    state = place / "apt"
+    for d in ("lists/partial", "cache/archives/partial"):
+        (state / d).mkdir(parents=True, exist_ok=True)
+    (state / "status").touch()
+    options = ["-o", f"APT::Architecture={arch.debian_arch}",
+               "-o", f"APT::Architectures={arch.debian_arch}",
+               "-o", f"Dir::State::Lists={state / 'lists'}",
+               "-o", f"Dir::State::status={state / 'status'}",
+               "-o", f"Dir::Cache={state / 'cache'}",
+               "-o", "APT::Sandbox::User=root", "-q"]
+    for step in (["update"], ["download", "busybox-static"]):
+        result = subprocess.run(["apt-get", *options, *step], cwd=place, capture_output=True,
+                                text=True)
+        if result.returncode != 0:
+            raise LabError(f"fetching Debian's busybox-static for {arch.debian_arch} failed "
+                           f"at apt-get {step[0]}:\n{result.stderr.strip()[-2000:]}")
+    (deb,) = place.glob(f"busybox-static_*_{arch.debian_arch}.deb")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(place / "root")], check=True)
+    return binary
+
+
+def _install_busybox(root, busybox=Path(BUSYBOX)):
     if not Path(BUSYBOX).exists():
         raise LabError(f"{BUSYBOX} is missing: install busybox-static (make deps does it)")
-    shutil.copy2(BUSYBOX, root / "bin/busybox")
+    shutil.copy2(busybox, root / "bin/busybox")
+    # The host's busybox names the applets: the same Debian version, built
+    # for another architecture, has the same ones, and cannot run here.
     applets = subprocess.run([BUSYBOX, "--list-full"], capture_output=True, text=True,
                              check=True).stdout.split()
     for applet in applets:
@@ -120,18 +168,62 @@ def _build_program(tree, program, root):
         # script, go in as they are (git keeps their executable bit).
         shutil.copy(source, dest)
         return
-    includes = [f"-I{source.parent}", f"-I{tree}/tools/testing/selftests",
+    includes = [f"-I{source.parent}", f"-I{settings.REPO}/vm/include",
+                f"-I{tree}/tools/testing/selftests",
                 f"-I{tree}/tools/testing/selftests/bpf",
                 f"-I{tree}/tools/include/uapi", f"-I{tree}/tools/include"]
     if program.kind == "c":
-        cmd = ["gcc", *C_FLAGS, *includes, *program.flags, str(source), "-o", str(dest),
-               *C_LIBS]
+        compiler = ["gcc", *C_FLAGS, *includes, *program.flags]
+        cmd = [*compiler, str(source), "-o", str(dest), *C_LIBS]
     else:
-        cmd = ["clang", *BPF_FLAGS, *program.flags, "-c", str(source), "-o", str(dest)]
+        compiler = ["clang", *BPF_FLAGS, *program.flags]
+        cmd = [*compiler, "-c", str(source), "-o", str(dest)]
+    libraries = C_LIBS if program.kind == "c" else []
+    cached = _cached_build(compiler, libraries, source)
+    if cached and cached.exists():
+        shutil.copy2(cached, dest)
+        return
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=source.parent)
     if result.returncode != 0:
         raise LabError(f"building {program.guest_path} from {source} failed:\n"
                        f"{' '.join(cmd)}\n{result.stderr[-4000:]}")
+    if cached:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(".partial")
+        shutil.copy2(dest, partial)
+        os.replace(partial, cached)
+
+
+def _cached_build(compiler, libraries, source):
+    """Where the output of this build is kept, named by the content of every
+    input: the command line, each file the preprocessor reads (the source,
+    the stage tree's headers, the system's), and the compiler and static
+    libraries as installed. An unchanged program is copied, not rebuilt;
+    any change to what goes into it builds it anew. None if the inputs
+    cannot be listed (the build itself then says what is wrong)."""
+    deps = subprocess.run([*compiler, "-M", str(source)], capture_output=True, text=True,
+                          cwd=source.parent)
+    if deps.returncode != 0:
+        return None
+    digest = hashlib.sha256("\0".join([*compiler, *libraries, str(source)]).encode())
+    # make's rule syntax: "target: dep dep \" with continued lines.
+    files = deps.stdout.replace("\\\n", " ").split(":", 1)[-1].split()
+    for name in sorted(set(files)):
+        path = Path(name) if os.path.isabs(name) else source.parent / name
+        try:
+            digest.update(b"\0" + name.encode() + b"\0" + path.read_bytes())
+        except OSError:
+            return None
+    installed = [shutil.which(compiler[0]) or compiler[0]]
+    installed += [str(p) for flag in libraries for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib")
+                  if (p := Path(d) / f"lib{flag[2:]}.a").exists()]
+    for path in installed:
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        digest.update(f"\0{path}:{status.st_size}:{status.st_mtime_ns}".encode())
+    return settings.BUILD / "guest-programs" / digest.hexdigest()
 
 
 def _generate_file(program, root):

@@ -1,7 +1,7 @@
 """Configure and build a teaching kernel out of tree (O=).
 
-The config is tinyconfig + vm/base.config + every stage fragment up to the
-chosen stage. merge_config.sh silently drops symbols whose dependencies are
+The config is tinyconfig + vm/base.config + the architecture's fragment
+(vm/arch/<arch>.config) + every stage fragment up to the chosen stage. merge_config.sh silently drops symbols whose dependencies are
 unmet, so every requested value is checked afterwards.
 """
 import contextlib
@@ -13,7 +13,7 @@ import subprocess
 from collections import deque
 from pathlib import Path
 
-from . import settings
+from . import arches, settings
 from .errors import LabError
 from .log import info
 
@@ -22,14 +22,29 @@ NOT_SET_LINE = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
 REPRODUCIBLE = {"KBUILD_BUILD_USER": "lab", "KBUILD_BUILD_HOST": "linux-4-10-lab"}
 
 
-def object_dir(tree):
-    """One O= directory per kernel tree, so grading a student's tree never
-    disturbs the default build."""
+def object_dir(tree, arch="x86_64"):
+    """One O= directory per kernel tree and architecture, so grading a
+    student's tree never disturbs the default build, and an arm64 stage
+    never rebuilds the x86_64 objects."""
     tree = Path(tree).resolve()
+    suffix = "" if arch == "x86_64" else f"-{arch}"
     if tree == settings.KERNEL_TREE.resolve():
-        return settings.BUILD / "kbuild"
+        return settings.BUILD / f"kbuild{suffix}"
     tag = hashlib.sha256(str(tree).encode()).hexdigest()[:10]
-    return settings.BUILD / f"kbuild-{tree.name}-{tag}"
+    return settings.BUILD / f"kbuild-{tree.name}-{tag}{suffix}"
+
+
+def arch_of(stage_list):
+    """The architecture the last of these stages declares for its machine."""
+    return arches.ARCHES[stage_list[-1].machine.arch]
+
+
+def arch_args(arch):
+    """kbuild's ARCH= and CROSS_COMPILE= for an architecture."""
+    args = [f"ARCH={arch.kernel_arch}"]
+    if arch.cross_compile:
+        args.append(f"CROSS_COMPILE={arch.cross_compile}")
+    return args
 
 
 def parse_fragment(path):
@@ -45,7 +60,7 @@ def parse_fragment(path):
 
 
 def fragments_for(stage_list):
-    frags = [settings.BASE_CONFIG]
+    frags = [settings.BASE_CONFIG, settings.ARCH_CONFIG_DIR / arch_of(stage_list).fragment]
     frags += [s.config_fragment for s in stage_list if s.config_fragment]
     return frags
 
@@ -65,11 +80,14 @@ def unmet_requests(fragments, config_path):
     return unmet
 
 
-def make(tree, obj, *targets, quiet=False, log=None):
+def make(tree, obj, *targets, arch=arches.ARCHES["x86_64"], quiet=False, log=None):
     env = dict(os.environ, **REPRODUCIBLE)
-    args = ["make", "-C", str(tree), f"O={obj}", f"-j{settings.jobs()}"]
+    args = ["make", "-C", str(tree), f"O={obj}", f"-j{settings.jobs()}", *arch_args(arch)]
+    compiler = f"{arch.cross_compile}gcc"
+    if not shutil.which(compiler):
+        raise LabError(f"{compiler} is missing: install {arch.cross_package} (make deps does it)")
     if shutil.which("ccache") and os.environ.get("LAB_CCACHE", "1") != "0":
-        args.append("CC=ccache gcc")
+        args.append(f"CC=ccache {compiler}")
     args += list(targets)
     if not quiet and log is None:
         if subprocess.run(args, env=env).returncode != 0:
@@ -101,11 +119,12 @@ def configure(tree, obj, stage_list):
     candidate = scratch / ".config"
     candidate.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "KCONFIG_CONFIG"}
-    base = ["make", "-s", "-C", str(tree), f"O={scratch}"]
+    arch = arch_of(stage_list)
+    # ARCH=x86_64, not the host's x86: x86's tinyconfig is otherwise 32-bit.
+    base = ["make", "-s", "-C", str(tree), f"O={scratch}", *arch_args(arch)]
     frags = fragments_for(stage_list)
     steps = [
-        # ARCH=x86_64: x86's tinyconfig is otherwise 32-bit.
-        base + ["ARCH=x86_64", "tinyconfig"],
+        base + [arch.defconfig_target],
         [str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(scratch),
          str(candidate), *map(str, frags)],
         base + ["olddefconfig"],
@@ -130,17 +149,26 @@ def configure(tree, obj, stage_list):
 
 
 def build(tree, obj, stage_list, quiet=False):
+    """Build what the last stage's machine boots, the vmlinux gdb reads,
+    the modules and the kernel's gdb helpers; returns the boot image."""
+    arch = arch_of(stage_list)
+    machine = stage_list[-1].machine
     configure(tree, obj, stage_list)
     info(f"building the kernel in {obj}")
+    image = arches.boot_image(arch, machine.firmware)
+    # vmlinux is what gdb reads (and, through PVH, what x86 boots); the
+    # image target, where it is another file, is only built when booted.
+    targets = ["vmlinux", "modules", "scripts_gdb"]
+    if image != "vmlinux":
+        targets.append(Path(image).name)
     log_path = obj / "lab-build.log"
     with open(log_path, "w") if quiet else contextlib.nullcontext() as log:
-        # vmlinux is what QEMU boots (PVH) and what gdb reads; no bzImage.
-        make(tree, obj, "vmlinux", "modules", "scripts_gdb", quiet=quiet, log=log)
+        make(tree, obj, *targets, arch=arch, quiet=quiet, log=log)
         staging = obj / "lab-modules"
         shutil.rmtree(staging, ignore_errors=True)
         make(tree, obj, "modules_install", f"INSTALL_MOD_PATH={staging}",
-             "INSTALL_MOD_STRIP=1", "DEPMOD=/sbin/depmod", quiet=True, log=log)
-    return obj / "vmlinux"
+             "INSTALL_MOD_STRIP=1", "DEPMOD=/sbin/depmod", arch=arch, quiet=True, log=log)
+    return obj / image
 
 
 def kernel_release(obj):

@@ -31,7 +31,11 @@ class Report:
 
     @property
     def passed(self):
-        return [r for r in self.results if r.ok]
+        return [r for r in self.results if r.ok and not r.skipped]
+
+    @property
+    def skipped(self):
+        return [r for r in self.results if r.skipped]
 
     @property
     def failed(self):
@@ -94,7 +98,13 @@ def _parse_level(lines, depth):
         elif m := RESULT.match(body):
             directive = (m.group(4) or "").strip()
             skipped = directive.upper().startswith("SKIP")
-            results.append(Result(m.group(3).strip(), m.group(1) == "ok", skipped,
+            # As kunit.py's parser does: a result is ok only if every one of
+            # its subtests is, whatever the parent line says. A script that
+            # prints "not ok" for a subtest but exits 0 still fails.
+            ok = m.group(1) == "ok" and all(c.ok for c in pending_children)
+            if m.group(1) == "ok" and not ok:
+                directive = directive or "a subtest failed"
+            results.append(Result(m.group(3).strip(), ok, skipped and ok,
                                   directive, pending_children, pending_diag))
             pending_children, pending_diag = [], []
         elif body.startswith("#"):

@@ -11,11 +11,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import arches, settings, stages
 from .errors import LabError
 from .log import info
 
-QEMU = "qemu-system-x86_64"
-QBOOT = Path("/usr/share/qemu/qboot.rom")
 # Lines after which a guest is not going to finish its job.
 FATAL = re.compile(r"Kernel panic - not syncing|\bOops\b|BUG: |general protection fault|"
                    r"Unable to handle kernel|watchdog: BUG: soft lockup|INFO: task .* blocked")
@@ -31,10 +30,13 @@ POLL_SECONDS = 0.25
 KEPT_OF_A_RUNAWAY_FILE = 2**20
 
 
-def accelerator(modules_file="/proc/modules", kvm_device="/dev/kvm"):
-    """'kvm' only where a real KVM module is loaded and /dev/kvm is usable.
+def accelerator(arch=None, modules_file="/proc/modules", kvm_device="/dev/kvm"):
+    """'kvm' only for a guest of the host's own architecture, where a real
+    KVM module is loaded and /dev/kvm is usable.
     A /dev/kvm backed by anything else (this project's CI machines expose a
     paravirtual one) hangs a stock guest after the firmware banner."""
+    if arch is not None and arch.name != os.uname().machine:
+        return "tcg"  # KVM runs guests of the host's own architecture only
     forced = os.environ.get("ACCEL")
     if forced:
         if forced not in ("kvm", "tcg"):
@@ -59,55 +61,123 @@ def accelerator(modules_file="/proc/modules", kvm_device="/dev/kvm"):
 _said = set()  # say why TCG was chosen once per run, not once per boot
 
 
+OVMF_CODE = Path("/usr/share/OVMF/OVMF_CODE_4M.fd")
+OVMF_VARS = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
+
+
 @dataclass
 class Boot:
+    """One boot of a teaching kernel on the machine its stage declares
+    (stages/NN-slug/stage.toml, [machine]); without a stage, the default
+    machine."""
     kernel: Path
     initrd: Path
     mode: str
     out_dir: Path
-    cpus: int = 2
-    memory: str = "1G"
+    stage: object = None
     extra_cmdline: list = field(default_factory=list)
     gdb_port: int = None
     paused: bool = False
 
+    @property
+    def machine(self):
+        return self.stage.machine if self.stage else stages.Machine()
+
+    @property
+    def arch(self):
+        return arches.ARCHES[self.machine.arch]
+
     def command(self, serial):
+        machine, arch = self.machine, self.arch
         if not self.kernel.exists():
             raise LabError(f"{self.kernel} does not exist: build it with `make kernel`")
-        if not shutil.which(QEMU):
-            raise LabError(f"{QEMU} is missing: install qemu-system-x86 (make deps does it)")
-        accel = accelerator()
+        if not shutil.which(arch.qemu):
+            raise LabError(f"{arch.qemu} is missing: install {arch.qemu_package} "
+                           "(make deps does it)")
+        accel = accelerator(arch)
         # reboot=t: a triple fault, which -no-reboot turns into QEMU's exit;
         # the usual reset through the keyboard controller needs the i8042.
-        cmdline = ["console=ttyS0", "panic=-1", "oops=panic", "loglevel=4",
-                   "reboot=t", "nokaslr" if self.gdb_port else "", *self.extra_cmdline]
-        if accel == "tcg":
+        cmdline = [f"console={arch.console}", "panic=-1", "oops=panic", "loglevel=4",
+                   "reboot=t", "nokaslr" if self.gdb_port else "", *machine.cmdline,
+                   *self.extra_cmdline]
+        if accel == "tcg" and arch.name == "x86_64":
             # TCG's vCPUs share one virtual TSC, but its CPU model lacks
             # constant_tsc, so the kernel would call the TSCs unsynchronized
             # and keep time with the HPET, an emulated device slow to read.
             cmdline.insert(0, "tsc=reliable")
-        # q35, not the older pc (i440FX): its ACPI tables give PCI interrupt
-        # routing as a fixed table, where i440FX's build it in an AML loop
-        # that the kernel interprets, for a tenth of a second under TCG, as
-        # virtio-pci enables its device. No PS/2 controller: the console is
-        # serial, and probing the controller's mouse costs a third of a second.
-        cmd = [QEMU, "-machine", "q35,i8042=off",
-               "-accel", accel, "-cpu", "host" if accel == "kvm" else "max",
-               "-smp", str(self.cpus), "-m", self.memory,
+        # On x86, q35 rather than the older pc (i440FX): its ACPI tables give
+        # PCI interrupt routing as a fixed table, where i440FX's build it in
+        # an AML loop that the kernel interprets, for a tenth of a second
+        # under TCG, as virtio-pci enables its device. No PS/2 controller:
+        # the console is serial, and probing the controller's mouse costs a
+        # third of a second.
+        virtio = arch.virtio
+        cmd = [arch.qemu, "-machine", arch.machine,
+               "-accel", accel, "-cpu", "host" if accel == "kvm" else arch.cpu_tcg,
+               "-smp", str(machine.cpus), "-m", machine.memory,
                "-nodefaults", "-no-reboot", "-display", "none", "-no-user-config",
                "-kernel", str(self.kernel), "-initrd", str(self.initrd),
                "-append", " ".join(c for c in cmdline if c),
                "-serial", serial,
                "-fsdev", f"local,id=labout,path={self.out_dir},security_model=none",
-               "-device", "virtio-9p-pci,fsdev=labout,mount_tag=labout"]
-        if QBOOT.exists():
-            cmd += ["-bios", str(QBOOT)]
+               "-device", f"virtio-9p-{virtio},fsdev=labout,mount_tag=labout"]
+        if machine.firmware == "ovmf":
+            cmd += self._ovmf()
+        elif arch.bios and Path(arch.bios).exists():
+            cmd += ["-bios", arch.bios]
+        if machine.rng:
+            cmd += ["-object", "rng-random,id=rng,filename=/dev/urandom",
+                    "-device", f"virtio-rng-{virtio},rng=rng"]
+        for disk, image in zip(machine.disks, self.make_disks()):
+            cmd += ["-drive", f"file={image},if=none,id=disk-{disk.name},format=raw,"
+                              "cache=unsafe",
+                    "-device", ",".join(p for p in (f"virtio-blk-{virtio}",
+                                                    f"drive=disk-{disk.name}",
+                                                    f"serial={disk.name}",
+                                                    disk.properties) if p)]
         if self.gdb_port:
             # Bound to loopback: QEMU's plain -s listens on every interface.
             cmd += ["-gdb", f"tcp:127.0.0.1:{self.gdb_port}"]
         if self.paused:
             cmd.append("-S")
         return cmd
+
+    def make_disks(self):
+        """The stage's disks, made afresh in the run's directory for every
+        boot, so that no run depends on what an earlier one wrote."""
+        images = []
+        for disk in self.machine.disks:
+            image = self.out_dir / f"disk-{disk.name}.img"
+            image.unlink(missing_ok=True)
+            subprocess.run(["truncate", "-s", disk.size, str(image)], check=True)
+            if disk.filesystem:
+                mkfs = shutil.which(f"mkfs.{disk.filesystem}") or \
+                    shutil.which(f"/sbin/mkfs.{disk.filesystem}")
+                if not mkfs:
+                    raise LabError(f"mkfs.{disk.filesystem} is missing for disk {disk.name}: "
+                                   "list its Debian package in the stage's packages")
+                args = [mkfs, "-q"]
+                if disk.files:
+                    # mkfs.ext4 -d fills the filesystem from a directory,
+                    # without root and without mounting anything.
+                    args += ["-d", str(self.stage.path / disk.files)]
+                result = subprocess.run([*args, str(image)], capture_output=True, text=True)
+                if result.returncode != 0:
+                    raise LabError(f"making disk {disk.name} failed: {result.stderr.strip()}")
+            images.append(image)
+        return images
+
+    def _ovmf(self):
+        """UEFI firmware, with an EFI variable store of the stage's own that
+        outlives the boot: a second boot sees what the first one wrote."""
+        if not OVMF_CODE.exists():
+            raise LabError(f"{OVMF_CODE} is missing: install ovmf (make deps does it)")
+        store = settings.BUILD / "efivars" / f"{self.stage.slug if self.stage else 'default'}.fd"
+        if not store.exists():
+            store.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(OVMF_VARS, store)
+        return ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}",
+                "-drive", f"if=pflash,format=raw,unit=1,file={store}"]
 
 
 @dataclass
@@ -123,9 +193,14 @@ class Outcome:
 
 
 def run_interactive(boot):
-    """The guest console on this terminal; Ctrl-A X quits QEMU."""
+    """The guest console on this terminal; Ctrl-A X quits QEMU. The
+    terminal's own signals are off (signal=off), so Ctrl-C is a key the
+    guest's shell gets, to stop its foreground command, not a SIGINT that
+    would kill QEMU (and make) with the guest in it."""
     boot.out_dir.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(boot.command("mon:stdio")).returncode
+    console = ["-chardev", "stdio,id=console,mux=on,signal=off",
+               "-mon", "chardev=console,mode=readline"]
+    return subprocess.run(boot.command("chardev:console") + console).returncode
 
 
 def run_watched(boot, timeout, console_log, echo=False, started=None):

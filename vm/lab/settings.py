@@ -23,6 +23,7 @@ EXERCISES_DIR = REPO / "exercises"
 SOLUTIONS_DIR = REPO / "solutions"
 GUEST_DIR = REPO / "vm" / "guest"
 BASE_CONFIG = REPO / "vm" / "base.config"
+ARCH_CONFIG_DIR = REPO / "vm" / "arch"
 
 # Identity used for every commit the lab makes in the kernel tree, with fixed
 # dates, so that base and stage commits have the same ids on every machine.

@@ -1,6 +1,9 @@
-"""Stages as data: stages/NN-slug/ plus kernel-patches/NN-slug/series."""
+"""Stages as data: stages/NN-slug/stage.toml, the Kconfig fragment
+stages/NN-slug/config, the guest/ and gdb/ directories, and the patch
+series kernel-patches/NN-slug/series. docs/design.md documents the
+declaration; this module only reads it and says what is wrong with it."""
 import re
-import shlex
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -8,6 +11,9 @@ from . import settings
 from .errors import LabError
 
 STAGE_DIR_RE = re.compile(r"^(\d\d)-[a-z0-9][a-z0-9-]*$")
+DECLARATION = "stage.toml"
+PROGRAM_KINDS = ("c", "bpf", "file", "gen")
+SIZE_RE = re.compile(r"^\d+[KMG]$")
 
 
 @dataclass(frozen=True)
@@ -23,6 +29,33 @@ class Program:
     source: str        # relative to the kernel tree, or "lab:" + relative to the repo;
                        # for "gen", a host shell command whose output is the file
     flags: tuple
+
+
+@dataclass(frozen=True)
+class Disk:
+    """A block device the lab makes on the host for every unattended boot."""
+    name: str
+    size: str                  # as truncate(1) takes it: 64M, 1G
+    filesystem: str = ""       # "" for a blank disk, else a mkfs type (ext4)
+    files: str = ""            # a directory of the stage put on the filesystem
+    properties: str = ""       # extra virtio-blk-pci properties, e.g. "num-queues=1"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What a stage boots. The defaults are the fast machine every stage
+    had before machines were declared."""
+    arch: str = "x86_64"
+    cpus: int = 2
+    memory: str = "1G"
+    firmware: str = "direct"   # "direct" (QEMU loads the kernel itself) or "ovmf" (UEFI)
+    rng: bool = False          # a virtio-rng device fed from the host's /dev/urandom
+    cmdline: tuple = ()        # added to the kernel command line
+    disks: tuple = ()
+
+
+MACHINE_KEYS = {"arch", "cpus", "memory", "firmware", "rng", "cmdline", "disk"}
+FIRMWARES = ("direct", "ovmf")
 
 
 @dataclass(frozen=True)
@@ -43,17 +76,51 @@ class Stage:
         return f"exercise/{self.slug}"
 
     @property
-    def meta(self):
-        return parse_keyvalues(self.path / "stage.conf")
+    def declaration(self):
+        return self.path / DECLARATION
+
+    @property
+    def data(self):
+        return _declaration(self.declaration)
 
     @property
     def title(self):
-        return self.meta.get("title", self.slug)
+        return self.data.get("title", self.slug)
+
+    @property
+    def chapter(self):
+        """The chapter that teaches the stage, relative to the repository."""
+        return self.data.get("chapter", f"chapters/{self.slug}.md")
 
     @property
     def timeout(self):
         """Seconds a non-interactive boot of this stage may take."""
-        return int(self.meta.get("timeout", 300))
+        return int(self.data.get("timeout", 300))
+
+    @property
+    def packages(self):
+        """Debian packages the stage needs on the host, beyond vm/packages."""
+        return list(self.data.get("packages", []))
+
+    @property
+    def machine(self):
+        return _machine(self.declaration, self.data.get("machine", {}))
+
+    @property
+    def host_packages(self):
+        """Every Debian package the stage needs on the host: its own, and
+        those its machine needs."""
+        from . import arches
+        machine = self.machine
+        arch = arches.ARCHES[machine.arch]
+        needed = list(self.packages)
+        if arch.name != "x86_64":
+            needed += [arch.qemu_package, arch.cross_package]
+        if machine.firmware == "ovmf":
+            needed.append("ovmf")
+        if any(d.filesystem.startswith("ext") for d in machine.disks):
+            needed.append("e2fsprogs")
+        return needed
 
     @property
     def config_fragment(self):
@@ -79,45 +146,53 @@ class Stage:
     @property
     def tests(self):
         """Tests run in the guest."""
-        return self._test_list("tests")
+        return self._tests("test")
 
     @property
     def host_tests(self):
         """Tests run on the host, in the stage tree (for example Kconfig's
         own test suite, which runs the real conf)."""
-        return self._test_list("host-tests")
+        return self._tests("host_test")
 
     @property
     def host_reports(self):
         """Commands run on the host after the guest tests, with LAB_RESULTS
         naming the results directory: they turn what the guest measured
         into plots or tables (same format and rules as host tests)."""
-        return self._test_list("host-reports")
+        return self._tests("host_report")
 
-    def _test_list(self, name):
+    def _tests(self, key):
         tests = []
-        for line in data_lines(self.path / name):
-            test_name, _, command = line.partition(" ")
-            if not command.strip():
-                raise LabError(f"{self.path}/{name}: test '{test_name}' has no command")
-            tests.append(Test(test_name, command.strip()))
+        for entry in self.data.get(key, []):
+            name, command = entry.get("name"), entry.get("run")
+            if not name or not command or set(entry) - {"name", "run"}:
+                raise LabError(f"{settings.shown(self.declaration)}: every [[{key}]] has a "
+                               f"name and a run command, and nothing else (got {entry})")
+            tests.append(Test(name, command))
+        names = [t.name for t in tests]
+        if len(set(names)) != len(names):
+            raise LabError(f"{settings.shown(self.declaration)}: [[{key}]] names repeat: {names}")
         return tests
 
     @property
     def programs(self):
         programs = []
-        for line in data_lines(self.path / "programs"):
-            fields = shlex.split(line)
-            if len(fields) < 3 or fields[1] not in ("c", "bpf", "file", "gen"):
-                raise LabError(f"{self.path}/programs: cannot parse '{line}' "
-                               "(expected: guest-path c|bpf|file source [flags], "
-                               "or guest-path gen 'command')")
-            programs.append(Program(fields[0], fields[1], fields[2], tuple(fields[3:])))
+        for entry in self.data.get("program", []):
+            kind = entry.get("kind")
+            source = entry.get("command" if kind == "gen" else "source")
+            known = {"path", "kind", "flags", "command" if kind == "gen" else "source"}
+            if kind not in PROGRAM_KINDS or not entry.get("path") or not source \
+                    or set(entry) - known:
+                raise LabError(
+                    f"{settings.shown(self.declaration)}: cannot use the program {entry}: a "
+                    f"[[program]] has a path in the guest, a kind ({', '.join(PROGRAM_KINDS)}), "
+                    "a source (for gen, a command) and optional flags")
+            programs.append(Program(entry["path"], kind, source, tuple(entry.get("flags", []))))
         return programs
 
     @property
     def host_tools(self):
-        return [t for line in data_lines(self.path / "host-tools") for t in line.split()]
+        return list(self.data.get("host_tools", []))
 
     @property
     def guest_files(self):
@@ -129,27 +204,89 @@ class Stage:
         return sorted((self.path / "gdb").glob("*.gdb"))
 
 
-def parse_keyvalues(path):
-    values = {}
-    for line in data_lines(path):
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise LabError(f"{path}: expected 'key = value', got '{line}'")
-        values[key.strip()] = value.strip()
-    return values
+STAGE_KEYS = {"title", "chapter", "timeout", "packages", "host_tools", "machine", "test",
+              "host_test", "host_report", "program"}
 
 
-def data_lines(path):
-    """Non-empty lines of a data file, without whole-line # comments (commands
-    may contain #); no lines if the file is absent."""
+_parsed = {}
+
+
+def _declaration(path):
+    """The parsed stage.toml, read again only when it changes."""
+    try:
+        key = (path, path.stat().st_mtime_ns)
+    except OSError:
+        key = None
+    if key in _parsed:
+        return _parsed[key]
+    data = _parse_declaration(path)
+    if key:
+        _parsed[key] = data
+    return data
+
+
+def _parse_declaration(path):
     if not path.exists():
-        return []
-    lines = []
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if line and not line.startswith("#"):
-            lines.append(line)
-    return lines
+        old = [n for n in ("stage.conf", "tests", "programs") if (path.parent / n).exists()]
+        hint = (f" ({', '.join(old)} are the old form: docs/design.md shows the new one)"
+                if old else "")
+        raise LabError(f"{settings.shown(path)} is missing: every stage is declared there{hint}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise LabError(f"{settings.shown(path)}: {error}") from None
+    unknown = set(data) - STAGE_KEYS
+    if unknown:
+        raise LabError(f"{settings.shown(path)}: unknown keys {sorted(unknown)}; a stage "
+                       f"declares {sorted(STAGE_KEYS)}")
+    return data
+
+
+def _machine(path, table):
+    where = f"{settings.shown(path)} [machine]"
+    unknown = set(table) - MACHINE_KEYS
+    if unknown:
+        raise LabError(f"{where}: unknown keys {sorted(unknown)}; a machine declares "
+                       f"{sorted(MACHINE_KEYS)}")
+    from . import arches  # the table of architectures the lab can boot
+    machine = Machine(arch=table.get("arch", Machine.arch),
+                      cpus=table.get("cpus", Machine.cpus),
+                      memory=str(table.get("memory", Machine.memory)),
+                      firmware=table.get("firmware", Machine.firmware),
+                      rng=table.get("rng", Machine.rng),
+                      cmdline=tuple(table.get("cmdline", ())),
+                      disks=tuple(_disk(where, d) for d in table.get("disk", [])))
+    if machine.arch not in arches.ARCHES:
+        raise LabError(f"{where}: arch '{machine.arch}' is not one the lab boots "
+                       f"({', '.join(arches.ARCHES)})")
+    if not isinstance(machine.cpus, int) or not 1 <= machine.cpus <= 16:
+        raise LabError(f"{where}: cpus must be a whole number from 1 to 16")
+    if not SIZE_RE.match(machine.memory):
+        raise LabError(f"{where}: memory '{machine.memory}' is not a size like 1G or 512M")
+    if machine.firmware not in FIRMWARES:
+        raise LabError(f"{where}: firmware '{machine.firmware}' is not one of {FIRMWARES}")
+    if machine.firmware not in arches.ARCHES[machine.arch].firmwares:
+        raise LabError(f"{where}: {machine.arch} machines boot with "
+                       f"{', '.join(arches.ARCHES[machine.arch].firmwares)}")
+    names = [d.name for d in machine.disks]
+    if len(set(names)) != len(names):
+        raise LabError(f"{where}: disk names repeat: {names}")
+    return machine
+
+
+def _disk(where, table):
+    known = {"name", "size", "filesystem", "files", "properties"}
+    if set(table) - known or not table.get("name") or not table.get("size"):
+        raise LabError(f"{where}: a [[machine.disk]] has a name and a size, and optionally "
+                       f"a filesystem, files and properties (got {table})")
+    disk = Disk(**table)
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", disk.name):
+        raise LabError(f"{where}: disk name '{disk.name}' must be lower-case letters, digits, -")
+    if not SIZE_RE.match(disk.size):
+        raise LabError(f"{where}: disk {disk.name}: size '{disk.size}' is not like 64M or 1G")
+    if disk.files and not disk.filesystem:
+        raise LabError(f"{where}: disk {disk.name} has files but no filesystem to put them on")
+    return disk
 
 
 def all_stages():

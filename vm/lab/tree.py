@@ -175,11 +175,24 @@ class KernelTree:
             if not self.stage_is_current(each):
                 self._build_branch(each)
 
+    def main_tree(self):
+        """The tree whose .git holds this one's branches: itself, or for a
+        worktree of it (`TREE=` a `git worktree add` of build/linux) the
+        tree it was added from. Stage branches and their records live there."""
+        common = self.git("rev-parse", "--path-format=absolute", "--git-common-dir",
+                          check=False).stdout.strip()
+        if common and Path(common).name == ".git":
+            return Path(common).parent
+        return self.path
+
     def workshop(self):
         """A lab-owned worktree beside the tree (build/linux.workshop) where
         branches are made and graders are proven. The student's working tree
-        is never used for that, so its files and checkout stay as they are."""
-        path = self.path.with_name(self.path.name + ".workshop")
+        is never used for that, so its files and checkout stay as they are.
+        Every worktree of one repository shares the one workshop (and its
+        lock), because they share the stage branches it makes."""
+        main = self.main_tree()
+        path = main.with_name(main.name + ".workshop")
         _hold_workshop_lock(path)
         if not (path / ".git").exists():
             self.git("worktree", "prune")

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import initramfs, kbuild, ktap, qemu, settings, stages
+from . import arches, initramfs, kbuild, ktap, qemu, settings, stages
 from .errors import LabError
 from .log import info, warn
 from .tree import KernelTree
@@ -22,7 +22,7 @@ class Work:
 
     @property
     def obj(self):
-        return kbuild.object_dir(self.tree.path)
+        return kbuild.object_dir(self.tree.path, self.stage.machine.arch)
 
     @property
     def stage_list(self):
@@ -30,7 +30,9 @@ class Work:
 
     @property
     def kernel(self):
-        return self.vmlinux
+        """The image the stage's machine boots."""
+        machine = self.stage.machine
+        return self.obj / arches.boot_image(arches.ARCHES[machine.arch], machine.firmware)
 
     @property
     def vmlinux(self):
@@ -123,14 +125,14 @@ def boot_shell(work):
     initrd = build_guest(work, "shell")
     out = fresh_dir(results_dir(work) / "shell")
     info(f"booting {work.stage.slug}; 'exit' or Ctrl-A X leaves the guest")
-    return qemu.run_interactive(qemu.Boot(work.kernel, initrd, "shell", out))
+    return qemu.run_interactive(qemu.Boot(work.kernel, initrd, "shell", out, work.stage))
 
 
 def run_command(work, command, timeout=None):
     build_kernel(work)
     initrd = build_guest(work, "run", command)
     out = fresh_dir(results_dir(work) / "run")
-    outcome = qemu.run_watched(qemu.Boot(work.kernel, initrd, "run", out),
+    outcome = qemu.run_watched(qemu.Boot(work.kernel, initrd, "run", out, work.stage),
                                timeout or work.stage.timeout, out / "console.log", echo=True)
     if not outcome.ok:
         raise LabError(outcome.explain())
@@ -161,7 +163,8 @@ def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=(), only=No
     if build:
         build_kernel(work, quiet=quiet)
     initrd = build_guest(work, "test", tests=pick(work.stage.tests))
-    boot = qemu.Boot(work.kernel, initrd, "test", out, extra_cmdline=list(extra_cmdline))
+    boot = qemu.Boot(work.kernel, initrd, "test", out, work.stage,
+                     extra_cmdline=list(extra_cmdline))
     outcome = qemu.run_watched(boot, work.stage.timeout, out / "console.log", echo=not quiet)
     ktap_file = out / "ktap.txt"
     report = ktap.parse(ktap_file.read_text(errors="replace") if ktap_file.exists() else "")

@@ -51,7 +51,7 @@ def fake_lab(tmp_path, monkeypatch):
     stages = tmp_path / "stages"
     for slug, title in (("00-base", "Base"), ("01-demo", "Demo")):
         (stages / slug).mkdir(parents=True)
-        (stages / slug / "stage.conf").write_text(f"title = {title}\n")
+        (stages / slug / "stage.toml").write_text(f'title = "{title}"\n')
     monkeypatch.setattr(settings, "KERNEL_TREE", tree)
     monkeypatch.setattr(settings, "STAGES_DIR", stages)
     monkeypatch.setattr(settings, "PATCHES_DIR", patches)

@@ -15,12 +15,14 @@ page by page in headless Chromium, and their PDF is counted for chapters.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import zipfile
 from pathlib import Path
@@ -34,14 +36,55 @@ import check_site  # noqa: E402
 
 TOOLS = {"pandoc": "pandoc", "weasyprint": "weasyprint", "dot": "graphviz",
          "pdfinfo": "poppler-utils", "pdftotext": "poppler-utils", "chromium": "chromium",
-         "git": "git"}
+         "git": "git", "java": "epubcheck"}
+# Debian's epubcheck runs /usr/bin/epubcheck as a jar through binfmt_misc,
+# which a container or chroot may not have: the jar is run with java.
+EPUBCHECK_JAR = Path("/usr/share/java/epubcheck.jar")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def tools():
     missing = sorted({pkg for tool, pkg in TOOLS.items() if not shutil.which(tool)})
+    if not EPUBCHECK_JAR.is_file():
+        missing = sorted(set(missing) | {"epubcheck"})
     if missing:
-        pytest.fail("the book needs these Debian packages: " + " ".join(missing))
+        pytest.fail("the book needs these Debian packages (make deps installs them): "
+                    + " ".join(missing))
+
+
+def epubcheck(epub: Path) -> tuple[int, str]:
+    """(fatal errors + errors, report) of epubcheck on an EPUB."""
+    proc = subprocess.run(["java", "-jar", str(EPUBCHECK_JAR), str(epub)], capture_output=True,
+                          text=True, timeout=600)
+    report = proc.stdout + proc.stderr
+    m = re.search(r"Messages: (\d+) fatals? / (\d+) errors?", report)
+    assert m, f"epubcheck printed no tally:\n{report[-3000:]}"
+    count = int(m.group(1)) + int(m.group(2))
+    assert (count == 0) == (proc.returncode == 0), report[-3000:]
+    return count, report
+
+
+SOLUTION_DETAILS = re.compile(r'<details class="solution"[^>]*>.*?</details>', re.S)
+
+
+def visible(markup: str) -> str:
+    """Text of HTML as a reader sees it, tags removed."""
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+def solutions_page(pdf: Path) -> int:
+    """The page where the PDF's appendix "Solutions" starts."""
+    out = subprocess.run(["pdfinfo", "-dests", str(pdf)], check=True, capture_output=True,
+                         text=True).stdout
+    m = re.search(r'^\s*(\d+)\s.*"solutions"\s*$', out, re.M)
+    assert m, "the PDF has no appendix Solutions"
+    return int(m.group(1))
+
+
+def pdf_pages_text(pdf: Path, first: int, last: int | None = None) -> str:
+    args = ["pdftotext", "-layout", "-f", str(first)] + (["-l", str(last)] if last else [])
+    return subprocess.run([*args, str(pdf), "-"], check=True, capture_output=True,
+                          text=True).stdout
 
 
 def run_build(root: Path, out: Path, *extra: str, env: dict | None = None):
@@ -124,6 +167,11 @@ planned](02-lru-htab.md). Its design is in [the design notes](../docs/design.md)
 
 ```{include=kernel/demo.c struct=demo_list stage=00}
 ```
+
+Before the exercise's own stage, its function is folded all the same:
+
+```{include=kernel/demo.c fn=demo_rotate stage=00}
+```
 """
 
 CHAPTER = """\
@@ -144,6 +192,9 @@ CHAPTER = """\
 ```
 
 ```{patch=01-lru-list/0001-demo-count-rotations.patch part=message}
+```
+
+```{src=stages/01-lru-list/reference.c solution=rotate}
 ```
 
 See [the rotation](#lst-rotate) and [the introduction](00-introduction.md#introduction).
@@ -186,6 +237,30 @@ digraph { base -> "stage/01-lru-list" }
 SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="120" height="40">'
        '<rect width="120" height="40" fill="#8ac"/></svg>\n')
 
+# A figure as drawing programs write them: a DOCTYPE with external
+# identifiers (epubcheck OPF-073) and an internal subset whose entity the
+# drawing uses.
+SVG_WITH_DOCTYPE = ('<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n'
+                    '<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN"\n'
+                    ' "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd" [\n'
+                    '  <!ENTITY fill "#8ac">\n'
+                    ']>\n'
+                    '<svg xmlns="http://www.w3.org/2000/svg" width="120" height="40">'
+                    '<rect width="120" height="40" fill="&fill;"/></svg>\n')
+
+# The demo's one exercise: demo_rotate()'s body. Its reference answer is a
+# grader file the chapter shows with solution=rotate.
+EXERCISES_TOML = """\
+[[exercise]]
+name = "rotate"
+file = "kernel/demo.c"
+function = "demo_rotate"
+summary = "count the rotations."
+hint = "one per budget."
+tests = ["demo/rotate"]
+"""
+REFERENCE_C = "/* the grader's reference */\nstatic unsigned int reference_rotations(unsigned int b)\n{\n\treturn b * 7919u;\n}\n"
+
 
 def make_lab(base: Path) -> dict:
     """A repository, kernel tree and results directory for a two-chapter book."""
@@ -195,11 +270,16 @@ def make_lab(base: Path) -> dict:
     (repo / "chapters/01-lru-list.md").write_text(CHAPTER)
     (repo / "docs").mkdir()
     (repo / "docs/design.md").write_text("# Design\n")
-    (repo / "docs/figure.svg").write_text(SVG)
+    (repo / "docs/figure.svg").write_text(SVG_WITH_DOCTYPE)
     (repo / "stages/01-lru-list").mkdir(parents=True)
     (repo / "stages/01-lru-list/tests").write_text("# name  command\na  true\nb  true\nc  true\n")
-    (repo / "stages/01-lru-list/stage.conf").write_text("title = Demo\n")
+    (repo / "stages/01-lru-list/stage.toml").write_text('title = "Demo"\n')
+    (repo / "stages/00-base").mkdir(parents=True)
+    (repo / "stages/00-base/stage.toml").write_text(
+        'title = "Base"\nchapter = "chapters/00-introduction.md"\n')
     (repo / "exercises/01-lru-list").mkdir(parents=True)
+    (repo / "exercises/01-lru-list/exercises.toml").write_text(EXERCISES_TOML)
+    (repo / "stages/01-lru-list/reference.c").write_text(REFERENCE_C)
     (repo / "kernel-patches/01-lru-list").mkdir(parents=True)
     (repo / "kernel-patches/01-lru-list/0001-demo-count-rotations.patch").write_text(PATCH)
     (repo / "kernel-patches/01-lru-list/series").write_text("0001-demo-count-rotations.patch\n")
@@ -292,11 +372,72 @@ def test_results_render_by_kind_and_missing_ones_say_how_to_make_them(demo):
 
 def test_front_page_state_comes_from_the_repository(demo):
     front = (demo["out"] / "index.html").read_text()
-    row = re.search(r"<tr[^>]*>\s*<td>LRU list for BPF maps</td>.*?</tr>", front, re.S).group(0)
+    row = re.search(r"<tr[^>]*>\s*<td>A BPF map type with a least-recently-used list.*?</tr>",
+                    front, re.S).group(0)
     assert 'href="01-lru-list.html"' in row
     assert row.count("✓") == 3 and "✓ 3" in row         # written, 3 tests, exercises
-    row = re.search(r"<tr[^>]*>\s*<td>BPF_MAP_TYPE_LRU_HASH.*?</tr>", front, re.S).group(0)
-    assert "planned" in row and "✓" not in row
+    row = re.search(r"<tr[^>]*>\s*<td>User-space LED drivers.*?</tr>", front, re.S).group(0)
+    assert "planned" in row and "✓" not in row and "href=" not in row
+
+
+# The article's two lists, item by item in its order, and the chapter of the
+# lab that covers (or will cover) each: the book's plan, typed in once more
+# here so that a row lost, merged or moved in book/features.toml shows.
+ARTICLE_ITEMS = [
+    ("writeback throttling", "17-writeback-throttling"),
+    ("arm64 uprobes and PAN emulation", "18-arm64-uprobes-pan"),
+    ("per-UID routing", "08-uid-routing"),
+    ("IPv6 segment routing", "09-seg6"),
+    ("the LRU BPF map type", "01-lru-list"),
+    ("BPF programs on control groups", "10-cgroup-bpf"),
+    ("BPF on lightweight tunnels", "03-lwt-bpf"),
+    ("netfilter stateful objects", "11-nft-objects"),
+    ("EFI random seed", "19-efi-random-seed"),
+    ("perf", "20-perf"),
+    ("mediated devices", "06-mdev"),
+    ("user-space LEDs", "04-uleds"),
+    ("new hardware", "07-drivers"),
+    ("CONFIG_BUG_ON_DATA_CORRUPTION", "12-list-corruption"),
+    ("the mutex rewrite", "13-mutex"),
+    ("the CPU-idle notifier's removal", "14-cpu-hotplug"),
+    ("CPU hotplug state machine", "14-cpu-hotplug"),
+    ("Kconfig imply", "05-kconfig-imply"),
+    ("vfree_atomic()", "15-vfree-atomic"),
+    ("device links", "16-device-links"),
+    ("s390 CMA", "21-s390-cma"),
+]
+
+
+def test_features_toml_has_one_row_per_article_item():
+    import tomllib
+    data = tomllib.loads((ROOT / "book/features.toml").read_text())
+    features, chapters = data["feature"], [c["slug"] for c in data["chapter"]]
+    assert len(features) == len(ARTICLE_ITEMS) == 21
+    assert [f.get("chapter") for f in features] == [ch for _, ch in ARTICLE_ITEMS]
+    assert len({f["name"] for f in features}) == len(features)
+    # every chapter a row names is in the plan, and the plan is 00..21 in order
+    assert set(f["chapter"] for f in features) <= set(chapters)
+    assert chapters == sorted(chapters)
+    assert [int(c[:2]) for c in chapters] == list(range(len(chapters)))
+    # the chapters written so far are in the plan under the same slug
+    written = sorted(p.stem for p in (ROOT / "chapters").glob("[0-9][0-9]-*.md"))
+    assert set(written) <= set(chapters)
+
+
+def test_front_page_has_a_row_per_feature_and_marks_planned_chapters(demo):
+    import tomllib
+    data = tomllib.loads((ROOT / "book/features.toml").read_text())
+    front = (demo["out"] / "index.html").read_text()
+    table = re.search(r"<table.*?</table>", front, re.S).group(0)
+    rows = re.findall(r"<tr[^>]*>\s*<td>.*?</tr>", table, re.S)
+    assert len(rows) == len(data["feature"]) == 21
+    written = {"00-introduction", "01-lru-list"}         # the demo's chapters
+    for feat, row in zip(data["feature"], rows):
+        if feat["chapter"] in written:
+            assert f'href="{feat["chapter"]}.html"' in row, row
+        else:
+            assert "planned" in row and "href=" not in row, row
+    assert "not covered by the lab" not in front
 
 
 def test_links_between_chapters_and_to_the_repository(demo):
@@ -345,6 +486,100 @@ def test_book_run_produces_missing_results(demo, tmp_path):
 
 
 # ---------------------------------------------------------------------------
+# Exercised code is folded, and figures are packaged as EPUB 3 allows
+
+# What the demo's exercise asks for (demo_rotate's body, HTML-escaped as the
+# highlighter writes it once tags are gone) and its grader's reference.
+ANSWER = "l->count++"
+REFERENCE = "b * 7919u"
+
+
+def test_exercised_listings_are_folded_on_the_web(demo):
+    out = demo["out"]
+    page = (out / "01-lru-list.html").read_text()
+    folded = SOLUTION_DETAILS.findall(page)
+    # demo_rotate() at stage 01, the patch hunk adding to its body, the reference
+    assert len(folded) == 3
+    for details in folded:
+        assert 'data-exercises="rotate@01-lru-list"' in details
+        assert "try exercise rotate first" in details and "make exercise STAGE=01" in details
+    assert ANSWER in visible(folded[0]) and REFERENCE in visible(folded[2])
+    assert "reference_rotations" in visible(folded[2])
+    rest = visible(SOLUTION_DETAILS.sub("", page))
+    assert ANSWER not in rest and REFERENCE not in rest
+    # before the solution, the listing as the exercise branch has it
+    stub = re.search(r'<div id="lst-rotate" class="listing exercise-stub">.*?</pre>', page, re.S)
+    assert stub and "Exercise rotate (01-lru-list): count the rotations." in visible(stub.group(0))
+    assert "as on the exercise branch" in visible(stub.group(0))
+    # an earlier stage than the exercise's own is folded too
+    intro = (out / "00-introduction.html").read_text()
+    assert len(SOLUTION_DETAILS.findall(intro)) == 1
+    assert ANSWER not in visible(SOLUTION_DETAILS.sub("", intro))
+    index = (out / "assets/search-index.js").read_text()
+    assert ANSWER not in index and REFERENCE not in index and "demo_rotate" in index
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [m["chapter"] for m in manifest["solutions"]] == [
+        "00-introduction", "01-lru-list", "01-lru-list", "01-lru-list"]
+    assert {e for m in manifest["solutions"] for e in m["exercises"]} == {"rotate@01-lru-list"}
+
+
+def test_epub_and_pdf_print_exercised_listings_in_an_appendix(demo):
+    out = demo["out"]
+    with zipfile.ZipFile(out / "linux-4.10-lab.epub") as z:
+        texts = {n: z.read(n).decode() for n in z.namelist() if n.endswith(".xhtml")}
+    appendix = [n for n, t in texts.items() if 'id="solutions"' in t]
+    assert len(appendix) == 1
+    chapters = "".join(visible(t) for n, t in texts.items() if n not in appendix)
+    assert ANSWER not in chapters and REFERENCE not in chapters
+    assert "Solution S1:" in chapters and "Solution S4:" in chapters
+    assert "Try exercise rotate first" in chapters
+    solved = visible(texts[appendix[0]])
+    assert ANSWER in solved and REFERENCE in solved and "Back to chapter 1" in solved
+
+    pdf = out / "linux-4.10-lab.pdf"
+    page = solutions_page(pdf)
+    before, after = pdf_pages_text(pdf, 1, page - 1), pdf_pages_text(pdf, page)
+    assert ANSWER not in before and REFERENCE not in before
+    assert "Solution S1:" in before and "Try exercise rotate first" in before
+    assert ANSWER in after and REFERENCE in after and "S4 · exercise rotate" in after
+    assert "Exercise rotate (01-lru-list)" in before        # the stub stays in the chapter
+
+
+def test_figures_lose_their_doctype_and_keep_their_entities(demo):
+    out = demo["out"]
+    figure = (out / "img/docs--figure.svg").read_text()
+    assert "<!DOCTYPE" not in figure and 'fill="#8ac"' in figure and "&fill;" not in figure
+    for svg in (out / "figures").glob("*.svg"):
+        assert "<!DOCTYPE" not in svg.read_text(), svg.name     # graphviz writes one
+    with zipfile.ZipFile(out / "linux-4.10-lab.epub") as z:
+        svgs = [n for n in z.namelist() if n.endswith(".svg")]
+        assert len(svgs) >= 3
+        for name in svgs:
+            assert b"<!DOCTYPE" not in z.read(name), name
+
+
+def test_demo_epub_passes_epubcheck_and_epubcheck_catches_a_doctype(demo, tmp_path):
+    epub = demo["out"] / "linux-4.10-lab.epub"
+    errors, report = epubcheck(epub)
+    assert errors == 0, report
+    # the same EPUB with one figure as graphviz or a drawing program writes it
+    planted = tmp_path / "planted.epub"
+    with zipfile.ZipFile(epub) as src, zipfile.ZipFile(planted, "w") as dst:
+        svg = next(n for n in src.namelist() if n.endswith(".svg"))
+        for info in src.infolist():
+            data = src.read(info)
+            dst.writestr(info, SVG_WITH_DOCTYPE.encode() if info.filename == svg else data)
+    errors, report = epubcheck(planted)
+    assert errors > 0 and "OPF-073" in report
+
+
+def test_a_solution_mark_must_name_an_exercise(demo, tmp_path):
+    proc = broken_variant(demo, tmp_path, "solution=rotate", "solution=rotat")
+    assert proc.returncode != 0
+    assert "solution=rotat: no such exercise in exercises/*/exercises.toml" in proc.stderr
+
+
+# ---------------------------------------------------------------------------
 # Failures the build must catch
 
 def broken_variant(demo, tmp_path, old: str, new: str) -> subprocess.CompletedProcess:
@@ -387,7 +622,7 @@ def test_check_includes_mode(demo):
                            "--check-includes"], capture_output=True, text=True,
                           env={**os.environ, **demo["env"]})
     assert proc.returncode == 0, proc.stderr
-    assert "6 inclusions in 2 chapters resolve" in proc.stdout
+    assert "8 inclusions in 2 chapters resolve" in proc.stdout
 
 
 # ---------------------------------------------------------------------------
@@ -480,3 +715,164 @@ def test_real_pdf_has_as_many_chapters_as_the_sources(real_book):
     text = re.sub(r"\s+", " ", pdf_text(pdf))
     for ch in manifest["chapters"]:
         assert ch["title"] in text, ch["title"]
+
+
+def test_real_epub_passes_epubcheck(real_book):
+    assert real_book["proc"].returncode == 0, real_book["proc"].stderr
+    errors, report = epubcheck(real_book["out"] / "linux-4.10-lab.epub")
+    assert errors == 0, report
+
+
+# ---------------------------------------------------------------------------
+# No exercised body unfolded in the lab's own book: the hand-out's leak check
+# (vm/lab/handout.py), run on what a reader sees without opening a solution.
+
+def hollowed_commit(tree, exercise_set) -> str:
+    """The exercise commit of a stage, as exercises.exercise_commit makes it
+    (the stage branch, every exercised file through exercises.hollow), but
+    written with git plumbing: no workshop checkout, so no wait for the lock
+    that a running lab command holds."""
+    from lab import exercises
+    stage = exercise_set.stage
+    base = tree.rev(stage.branch)
+    assert base, f"no branch {stage.branch}"
+    scratch = tempfile.TemporaryDirectory(prefix="book-leak-check-")
+    index = Path(scratch.name) / "index"
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+
+    def run(*args, data=None):
+        return subprocess.run(["git", "-C", str(tree.path), *args], input=data, env=env,
+                              check=True, capture_output=True, text=True).stdout.strip()
+    try:
+        run("read-tree", base)
+        by_file: dict[str, list] = {}
+        for exercise in exercise_set.exercises:
+            by_file.setdefault(exercise.file, []).append(exercise)
+        for file, items in by_file.items():
+            text = run("show", f"{base}:{file}") + "\n"
+            for exercise in items:
+                text = exercises.hollow(text, exercise, stage.slug)
+            mode = run("ls-tree", base, "--", file).split()[0]
+            blob = run("hash-object", "-w", "--stdin", data=text)
+            run("update-index", "--cacheinfo", f"{mode},{blob},{file}")
+        hollow = run("write-tree")
+        return run("commit-tree", hollow, "-p", base, "-m", f"book leak check: {stage.slug}")
+    finally:
+        scratch.cleanup()
+
+
+@pytest.fixture(scope="module")
+def leak_check(real_book):
+    """find_leaks(root) over every stage with exercises, plus the grader
+    reference code the chapters mark with solution=NAME."""
+    assert real_book["proc"].returncode == 0, real_book["proc"].stderr
+    sys.path.insert(0, str(ROOT / "vm"))
+    from lab import exercises, handout
+    from lab.tree import KernelTree
+    tree = KernelTree(real_kernel_tree())
+    stages = handout.exercise_stages()
+    assert stages
+    commits: dict[str, str] = {}
+
+    def exercise_commit(tree_, exercise_set):
+        slug = exercise_set.stage.slug
+        if slug not in commits:
+            commits[slug] = hollowed_commit(tree_, exercise_set)
+        return commits[slug]
+
+    references = marked_references()
+
+    def check(root: Path) -> list[tuple[str, str]]:
+        """[(what leaked, where)]: solution hunks and marked references."""
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(exercises, "exercise_commit", exercise_commit)
+            leaks = [(l.solution, l.where) for l in handout.find_leaks(root, stages, tree)]
+            # find_leaks looks for WINDOW lines at a time; a hunk with fewer
+            # significant lines (imply-puzzle-keyboard adds one) is looked for
+            # as it is, with the same rules.
+            texts = handout.handout_texts(root)
+            for stage in stages:
+                commit = exercise_commit(tree, exercises.load(stage))
+                for patch, header, file, added in handout.solution_hunks(stage):
+                    lines = handout.significant(added)
+                    if not lines or len(lines) >= handout.WINDOW:
+                        continue
+                    shown = tree.git("show", f"{commit}:{file}").stdout.splitlines()
+                    if tuple(lines) in handout.windows(handout.significant(shown), len(lines)):
+                        continue
+                    for rel, text in texts.items():
+                        if tuple(lines) in handout.windows(handout.significant(text), len(lines)):
+                            leaks.append((str(patch.relative_to(ROOT)), rel))
+                            break
+        for name, lines in references:
+            window = tuple(lines[:handout.WINDOW])
+            for rel, text in handout.handout_texts(root).items():
+                if window in handout.windows(handout.significant(text), len(window)):
+                    leaks.append((f"reference code of {name}", rel))
+                    break
+        return leaks
+    return check
+
+
+def marked_references() -> list[tuple[str, list[str]]]:
+    """(exercise, significant lines) of each listing a chapter marks solution=NAME."""
+    sys.path.insert(0, str(ROOT / "book"))
+    import literate
+    found = []
+    for chapter in sorted((ROOT / "chapters").glob("[0-9][0-9]-*.md")):
+        for attrs in re.findall(r"^```+\s*\{([^}]*\bsolution=[^}]*)\}", chapter.read_text(), re.M):
+            req = dict(re.findall(r'(\w+)=("[^"]*"|\S+)', attrs))
+            req = {k: v.strip('"') for k, v in req.items()}
+            req["default-stage"] = chapter.name[:2]
+            text = literate.answer(req)[0]
+            from lab import handout
+            found.append((req["solution"], handout.significant(text.split("\n"))))
+    return found
+
+
+def student_facing(out: Path, dest: Path, unfold: bool = False) -> dict[str, Path]:
+    """What a reader sees of the book without opening a solution, one
+    directory per format: the web pages without their <details
+    class="solution"> and the search index; the EPUB's documents but the
+    appendix Solutions; the PDF's text up to that appendix, without the
+    listings' line numbers. With unfold, everything (the planted leak)."""
+    dirs = {f: dest / f for f in ("html", "epub", "pdf")}
+    for d in dirs.values():
+        d.mkdir(parents=True)
+    for page in out.glob("*.html"):
+        text = page.read_text()
+        (dirs["html"] / page.name).write_text(text if unfold else SOLUTION_DETAILS.sub("", text))
+    shutil.copy(out / "assets/search-index.js", dirs["html"] / "search-index.js")
+    with zipfile.ZipFile(out / "linux-4.10-lab.epub") as z:
+        for name in z.namelist():
+            if name.endswith(".xhtml"):
+                text = z.read(name).decode()
+                if unfold or 'id="solutions"' not in text:
+                    (dirs["epub"] / (Path(name).stem + ".html")).write_text(text)
+    pdf = out / "linux-4.10-lab.pdf"
+    text = pdf_pages_text(pdf, 1, None if unfold else solutions_page(pdf) - 1)
+    (dirs["pdf"] / "book.txt").write_text(re.sub(r"(?m)^\s*\d+ +", "", text))
+    return dirs
+
+
+def test_no_exercised_body_is_unfolded_in_the_real_book(real_book, leak_check, tmp_path):
+    manifest = json.loads((real_book["out"] / "manifest.json").read_text())
+    assert manifest["solutions"], "the book folds no listing at all"
+    for fmt, root in student_facing(real_book["out"], tmp_path).items():
+        assert leak_check(root) == [], fmt
+
+
+def test_the_leak_check_finds_every_folded_solution_once_unfolded(real_book, leak_check,
+                                                                   tmp_path):
+    """The planted leak: the same book with its solutions unfolded. In each
+    format, every exercise the book folds must be found by the check."""
+    manifest = json.loads((real_book["out"] / "manifest.json").read_text())
+    folded = {e.split("@")[0] for m in manifest["solutions"] for e in m["exercises"]}
+    references = {name for name, _ in marked_references()}
+    assert references <= folded
+    for fmt, root in student_facing(real_book["out"], tmp_path, unfold=True).items():
+        leaks = leak_check(root)
+        found = {Path(what).stem for what, _ in leaks if what.endswith(".patch")}
+        assert folded - found == set(), f"{fmt}: not found when unfolded: {folded - found}"
+        marked = {what.split()[-1] for what, _ in leaks if what.startswith("reference code")}
+        assert marked == references, fmt

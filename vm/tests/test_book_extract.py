@@ -2,6 +2,8 @@
 line ranges and patch hunks. No kernel tree and no pandoc needed."""
 
 import importlib.util
+import io
+import re
 import sys
 from pathlib import Path
 
@@ -211,19 +213,139 @@ def test_patch_excerpts(tmp_path, monkeypatch):
     d.mkdir(parents=True)
     (d / "0001-bpf-lru-a-subject.patch").write_text(PATCH)
     monkeypatch.setattr(literate, "ROOT", tmp_path)
-    text, lang, caption = literate.patch_excerpt({"patch": "01/0001", "file": "kernel/a.c",
-                                                   "hunk": "2"})
+    monkeypatch.setenv("KERNEL_TREE", str(tmp_path / "no-tree"))
+    text, lang, caption, solutions = literate.patch_excerpt(
+        {"patch": "01/0001", "file": "kernel/a.c", "hunk": "2"})
+    assert solutions == []                      # no exercises in this lab
     assert lang == "diff"
     assert text.splitlines()[:3] == ["--- a/kernel/a.c", "+++ b/kernel/a.c",
                                      "@@ -10,2 +10,3 @@ int second(void)"]
     assert "hunk 2" in caption and "01-lru-list/0001-bpf-lru-a-subject.patch" in caption
-    text, _, _ = literate.patch_excerpt({"patch": "01-lru-list/0001-bpf-lru-a-subject.patch",
-                                         "match": "only line"})
+    text, _, _, _ = literate.patch_excerpt({"patch": "01-lru-list/0001-bpf-lru-a-subject.patch",
+                                            "match": "only line"})
     assert text.splitlines() == ["--- /dev/null", "+++ b/kernel/b.c", "@@ -0,0 +1 @@", "+only line"]
-    text, lang, _ = literate.patch_excerpt({"patch": "01/0001", "part": "message"})
+    text, lang, _, _ = literate.patch_excerpt({"patch": "01/0001", "part": "message"})
     assert lang == "text" and text.startswith("bpf: lru: a subject")
     for bad in ({"patch": "01/0009"}, {"patch": "02/0001"},
                 {"patch": "01/0001", "file": "kernel/c.c"},
                 {"patch": "01/0001", "file": "kernel/a.c", "hunk": "3"}):
         with pytest.raises(literate.BookError):
             literate.patch_excerpt(bad)
+
+
+# ---------------------------------------------------------------------------
+# Which listings show an exercise's answer (exercises/NN-slug/exercises.toml)
+
+EXERCISED_C = """\
+static int helper(int x)
+{
+\treturn x + 1;
+}
+
+static int
+solve(int x,
+      int y)
+{
+\tint sum = x + y;
+
+\treturn helper(sum) * 2;
+}
+"""
+
+EXERCISED_KCONFIG = """\
+config KEYBOARD
+\tbool "A keyboard"
+\t# exercise-begin: keyboard
+\timply LEDS
+\t# exercise-end: keyboard
+"""
+
+EXERCISES_TOML = """\
+[[exercise]]
+name = "solve"
+file = "kernel/x.c"
+function = "solve"
+summary = "add and double."
+hint = "helper() adds one."
+stub = "return 0;"
+tests = ["x/solve"]
+
+[[exercise]]
+name = "keyboard"
+file = "samples/Kconfig"
+span = "keyboard"
+summary = "no LEDs."
+hint = "a weaker keyword."
+stub = "select LEDS"
+tests = ["x/keyboard"]
+"""
+
+
+@pytest.fixture
+def exercised_lab(tmp_path, monkeypatch):
+    (tmp_path / "exercises/03-demo").mkdir(parents=True)
+    (tmp_path / "exercises/03-demo/exercises.toml").write_text(EXERCISES_TOML)
+    (tmp_path / "stages/03-demo").mkdir(parents=True)
+    (tmp_path / "stages/03-demo/ref.c").write_text("int ref(int x)\n{\n\treturn 2 * x + 2;\n}\n")
+    monkeypatch.setattr(literate, "ROOT", tmp_path)
+    monkeypatch.setenv("KERNEL_TREE", str(tmp_path / "no-tree"))
+    literate.exercised.cache_clear()
+    yield tmp_path
+    literate.exercised.cache_clear()
+
+
+def names(found):
+    return [ex.name for ex in found]
+
+
+def test_listings_overlapping_an_exercised_body_are_solutions(exercised_lab):
+    src = literate.CSource(EXERCISED_C)
+    first, last = (n + 1 for n in src.find_function("solve"))
+    assert names(literate.solutions_in_lines("kernel/x.c", EXERCISED_C, first, last)) == ["solve"]
+    # the signature alone, another function, another file: no answer shown
+    assert literate.solutions_in_lines("kernel/x.c", EXERCISED_C, 6, 8) == []
+    assert literate.solutions_in_lines("kernel/x.c", EXERCISED_C, 1, 4) == []
+    assert literate.solutions_in_lines("kernel/y.c", EXERCISED_C, 1, 13) == []
+    # one line of the body is enough
+    assert names(literate.solutions_in_lines("kernel/x.c", EXERCISED_C, 12, 12)) == ["solve"]
+    assert names(literate.solutions_in_lines("samples/Kconfig", EXERCISED_KCONFIG, 1, 5)) == \
+        ["keyboard"]
+    assert literate.solutions_in_lines("samples/Kconfig", EXERCISED_KCONFIG, 1, 2) == []
+
+
+def test_the_hollowed_file_is_the_exercise_branch_and_no_solution(exercised_lab):
+    found = literate.solutions_in_lines("kernel/x.c", EXERCISED_C, 1, 13)
+    hollow = literate.hollowed(EXERCISED_C, found)
+    assert "sum = x + y" not in hollow and "\treturn 0;" in hollow
+    assert "Exercise solve (03-demo): add and double." in hollow
+    assert "\treturn x + 1;" in hollow                      # helper() is not exercised
+    assert literate.solutions_in_lines("kernel/x.c", hollow, 1, 30) == []
+    kconfig = literate.hollowed(EXERCISED_KCONFIG, literate.exercised()[1:])
+    assert "imply LEDS" not in kconfig and "\nselect LEDS\n" in kconfig   # the stub, verbatim
+
+
+def test_a_patch_hunk_adding_body_lines_is_a_solution(exercised_lab, monkeypatch):
+    monkeypatch.setattr(literate, "read_stage_file", lambda stage, path: EXERCISED_C)
+    stage = literate.Stage("03-demo", "stage/03-demo")
+    assert names(literate.solutions_in_hunk(
+        "kernel/x.c", ["\tint sum = x + y;", "", "\treturn helper(sum) * 2;"], [stage])) == \
+        ["solve"]
+    assert names(literate.solutions_in_hunk("kernel/x.c", ["\treturn helper(sum) * 2;"],
+                                            [stage])) == ["solve"]
+    assert literate.solutions_in_hunk("kernel/x.c", ["\treturn x + 1;", "}"], [stage]) == []
+    assert literate.solutions_in_hunk("kernel/y.c", ["\tint sum = x + y;"], [stage]) == []
+
+
+def test_solution_marks_name_exercises_and_the_answer_says_so(exercised_lab):
+    req = {"src": "stages/03-demo/ref.c", "fn": "ref", "solution": "solve", "chapter": "c"}
+    text, first, lang, caption, solutions, stub = literate.answer(req)
+    assert solutions == "solve@03-demo" and stub is None and "2 * x + 2" in text
+    with pytest.raises(literate.BookError, match="solution=nope: no such exercise"):
+        literate.answer(dict(req, solution="nope"))
+    out = io.BytesIO()
+    literate.serve(io.StringIO("chapter=c\tsrc=stages/03-demo/ref.c\tsolution=solve\n"
+                               "chapter=c\tsrc=stages/03-demo/ref.c\n"), out)
+    answers = out.getvalue().decode()
+    assert re.match(r"OK \d+ 1 c solve@03-demo\t", answers)
+    assert "}STUB 0 0\nOK " in answers and re.search(r"OK \d+ 1 c -\t", answers)
+    assert answers.count("STUB") == 1

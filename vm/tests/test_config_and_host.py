@@ -44,10 +44,10 @@ def test_paravirtual_kvm_is_not_taken_for_real_kvm(tmp_path, monkeypatch):
     device = tmp_path / "kvm"
     device.write_text("")
     modules.write_text("kvm_pvm 1 0 - Live 0x0\nkvm 2 1 kvm_pvm, Live 0x0\n")
-    assert qemu.accelerator(str(modules), str(device)) == "tcg"
+    assert qemu.accelerator(modules_file=str(modules), kvm_device=str(device)) == "tcg"
     modules.write_text("kvm_intel 1 0 - Live 0x0\nkvm 2 1 kvm_intel, Live 0x0\n")
-    assert qemu.accelerator(str(modules), str(device)) == "kvm"
-    assert qemu.accelerator(str(modules), str(tmp_path / "no-such-device")) == "tcg"
+    assert qemu.accelerator(modules_file=str(modules), kvm_device=str(device)) == "kvm"
+    assert qemu.accelerator(modules_file=str(modules), kvm_device=str(tmp_path / "no-such-device")) == "tcg"
 
 
 def test_accel_override_is_checked(monkeypatch):
@@ -121,9 +121,10 @@ def test_deps_names_missing_packages_for_an_unprivileged_user():
 def test_the_built_kernel_starts_from_tinyconfig(built_obj):
     # Symbols no fragment asks for keep tinyconfig's value. A config that
     # started from the defaults instead (what tinyconfig does when pointed
-    # at another file than .config) has the block layer and full-size
-    # kernel structures, and ACPI with them.
+    # at another file than .config) has full-size kernel structures and is
+    # not built for size.
     config = kbuild.parse_fragment(built_obj / ".config")
     assert config.get("CONFIG_64BIT") == "y"
-    assert config.get("CONFIG_BLOCK", "n") == "n"
     assert config.get("CONFIG_BASE_FULL", "n") == "n"
+    assert config.get("CONFIG_EMBEDDED") == "y"
+    assert config.get("CONFIG_CC_OPTIMIZE_FOR_SIZE") == "y"

@@ -25,7 +25,8 @@ def kit_lab(fake_lab, monkeypatch):
         'required = []\n[[exercise]]\nname = "rotate"\nfile = "lru.c"\nfunction = "rotate"\n'
         'summary = "return one"\nhint = "it is one"\nstub = "return 0;"\n'
         'tests = ["demo/rotate"]\n')
-    (fake_lab / "stages" / "01-demo" / "tests").write_text("demo  true\n")
+    (fake_lab / "stages" / "01-demo" / "stage.toml").write_text(
+        'title = "Demo"\n[[test]]\nname = "demo"\nrun = "true"\n')
     monkeypatch.setattr(settings, "EXERCISES_DIR", fake_lab / "exercises")
     monkeypatch.setattr(settings, "SOLUTIONS_DIR", fake_lab / "solutions")
     stage = stages.resolve("01")

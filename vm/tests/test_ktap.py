@@ -55,4 +55,38 @@ def test_tap14_and_diagnostics_are_kept():
 
 def test_all_passing_report_is_ok():
     report = ktap.parse("KTAP version 1\n1..2\nok 1 a\nok 2 b # SKIP\n")
-    assert report.ok and len(report.passed) == 2
+    assert report.ok and len(report.passed) == 1 and len(report.skipped) == 1
+
+
+def test_a_failed_subtest_fails_its_ok_parent():
+    report = ktap.parse("KTAP version 1\n1..1\n"
+                        "    KTAP version 1\n    1..2\n    ok 1 a\n    not ok 2 b\n"
+                        "ok 1 script_that_exits_zero\n")
+    (parent,) = report.results
+    assert not parent.ok and parent.status == "FAIL"
+    assert not report.ok and report.failed == [parent]
+
+
+def test_a_failed_grandchild_fails_every_ancestor():
+    report = ktap.parse("KTAP version 1\n1..1\n"
+                        "    KTAP version 1\n    1..1\n"
+                        "        KTAP version 1\n        1..1\n        not ok 1 deep\n"
+                        "    ok 1 middle\n"
+                        "ok 1 top\n")
+    assert not report.find("top").ok
+    assert not report.find("top/middle").ok
+
+
+def test_skipped_subtests_leave_the_parent_ok():
+    report = ktap.parse("KTAP version 1\n1..1\n"
+                        "    KTAP version 1\n    1..2\n    ok 1 a\n    ok 2 b # SKIP no CPU\n"
+                        "ok 1 parent\n")
+    assert report.find("parent").ok and not report.find("parent").skipped
+    assert report.ok
+
+
+def test_a_skip_is_not_counted_as_a_pass():
+    report = ktap.parse("KTAP version 1\n1..2\nok 1 a\nok 2 b # SKIP\n")
+    assert [r.name for r in report.passed] == ["a"]
+    assert [r.name for r in report.skipped] == ["b"]
+    assert report.ok

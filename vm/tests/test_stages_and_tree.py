@@ -17,7 +17,7 @@ def test_real_stages_parse_and_are_numbered_in_order():
     assert found and found[0].slug == "00-base"
     assert [s.number for s in found] == sorted(s.number for s in found)
     for stage in found:
-        assert stage.title != stage.slug, f"{stage.slug} has no title in stage.conf"
+        assert stage.title != stage.slug, f"{stage.slug} has no title in stage.toml"
         assert stage.tests, f"{stage.slug} has no guest tests"
         stage.patches  # raises if the series names a missing file
         stage.programs
@@ -25,8 +25,7 @@ def test_real_stages_parse_and_are_numbered_in_order():
 
 def test_every_stage_names_its_chapter_and_the_chapter_exists():
     for stage in stages.all_stages():
-        chapter = stage.meta.get("chapter")
-        assert chapter, f"{stage.slug}: stage.conf has no chapter"
+        chapter = stage.chapter
         assert (REPO / chapter).exists(), f"{stage.slug}: {chapter} does not exist"
 
 
@@ -182,7 +181,9 @@ def test_host_reports_see_the_results_directory(tmp_path):
 
 def test_file_programs_are_copied_from_the_stage_tree(fake_lab, tmp_path):
     stage = stages.resolve("01")
-    (stage.path / "programs").write_text("/usr/share/demo/lru.c  file  lru.c\n")
+    (stage.path / "stage.toml").write_text('title = "Demo"\n[[program]]\n'
+                                           'path = "/usr/share/demo/lru.c"\nkind = "file"\n'
+                                           'source = "lru.c"\n')
     program, = stage.programs
     assert program.kind == "file"
     root = tmp_path / "root"
@@ -193,8 +194,9 @@ def test_file_programs_are_copied_from_the_stage_tree(fake_lab, tmp_path):
 
 def test_unknown_program_kind_is_refused(fake_lab):
     stage = stages.resolve("01")
-    (stage.path / "programs").write_text("/usr/bin/x  rust  x.rs\n")
-    with pytest.raises(LabError, match="c\\|bpf\\|file"):
+    (stage.path / "stage.toml").write_text('title = "Demo"\n[[program]]\npath = "/usr/bin/x"\n'
+                                           'kind = "rust"\nsource = "x.rs"\n')
+    with pytest.raises(LabError, match="a kind \\(c, bpf, file, gen\\)"):
         stage.programs
 
 
@@ -214,3 +216,38 @@ def test_a_library_reached_through_a_symlinked_dir_is_copied_once(tmp_path):
     assert alias.is_symlink() and os.readlink(alias) == str(host / "usr/lib/libdemo.so.1")
     copies = [p for p in guest.rglob("libdemo.so.1") if p.is_file() and not p.is_symlink()]
     assert copies == [real]
+
+
+def test_an_unchanged_guest_program_is_reused_and_a_changed_header_rebuilds_it(fake_lab, tmp_path):
+    stage = stages.resolve("01")
+    (settings.KERNEL_TREE / "answer.h").write_text("#define ANSWER 41\n")
+    (settings.KERNEL_TREE / "answer.c").write_text(
+        '#include <stdio.h>\n#include "answer.h"\nint main(void) { printf("%d\\n", ANSWER); }\n')
+    (stage.path / "stage.toml").write_text('title = "Demo"\n[[program]]\npath = "/usr/bin/answer"\n'
+                                           'kind = "c"\nsource = "answer.c"\n')
+    program, = stage.programs
+    root = tmp_path / "root"
+
+    def build_and_run():
+        initramfs._build_program(settings.KERNEL_TREE, program, root)
+        return subprocess.run([str(root / "usr/bin/answer")], capture_output=True,
+                              text=True).stdout.strip()
+
+    assert build_and_run() == "41"
+    kept = list((settings.BUILD / "guest-programs").iterdir())
+    assert len(kept) == 1
+    (root / "usr/bin/answer").unlink()
+    assert build_and_run() == "41"  # from the cache
+    assert list((settings.BUILD / "guest-programs").iterdir()) == kept
+    (settings.KERNEL_TREE / "answer.h").write_text("#define ANSWER 42\n")
+    assert build_and_run() == "42"
+    assert len(list((settings.BUILD / "guest-programs").iterdir())) == 2
+
+
+def test_a_worktree_of_the_kernel_tree_shares_its_workshop(fake_lab, tmp_path):
+    # Two workshops would make the same stage branches at once, each
+    # recording its own tip: a TREE= worktree uses the main tree's.
+    main = KernelTree()
+    git(main.path, "worktree", "add", "-q", "--detach", str(tmp_path / "mine"), "base")
+    assert KernelTree(tmp_path / "mine").workshop().path == main.workshop().path
+    assert main.workshop().path == main.path.with_name(main.path.name + ".workshop")

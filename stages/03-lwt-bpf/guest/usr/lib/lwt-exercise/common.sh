@@ -1,7 +1,8 @@
 # Shared by the LWT exercise graders: a peer namespace behind a veth
 # pair, a route into it that runs the student's object, and a watch on
-# the peer's side of the wire. Each grader prints KTAP, one subtest per
-# claim the exercise makes.
+# the peer's side of the wire. Each grader prints KTAP through
+# /lab/lib/ktap.sh, one subtest per claim the exercise makes.
+. /lab/lib/ktap.sh
 PEER_NS=lwt_ex
 DEV=lwtx0
 PEER_DEV=lwtx1
@@ -10,8 +11,6 @@ PEER=192.168.252.2
 PEER2=192.168.252.3
 OBJ_DIR=/usr/share/lwt-bpf
 WIRE=/tmp/lwt-exercise-wire.txt
-subtest=0
-failed=0
 
 lwt_cleanup() {
 	[ -n "$watch_pid" ] && kill "$watch_pid" 2>/dev/null
@@ -70,12 +69,12 @@ ping_peer() {
 
 # result NAME STATUS [diagnostic]
 result() {
-	subtest=$((subtest + 1))
-	if [ "$2" = 0 ]; then
-		echo "ok $subtest $1"
-	else
-		[ -n "$3" ] && echo "# $3"
-		echo "not ok $subtest $1"
-		failed=1
-	fi
+	[ "$2" != 0 ] && [ -n "$3" ] && ktap_print_msg "$3"
+	ktap_test_status "$1" "$2"
+}
+
+# lwt_bail WHY: the setup failed; no subtest can be judged.
+lwt_bail() {
+	ktap_print_msg "$1"
+	ktap_finished
 }
