@@ -112,6 +112,123 @@ def md_escape(s: str) -> str:
 
 
 # --------------------------------------------------------------------------
+# Solutions: listings that show an exercise's answer
+#
+# book/literate.py marks a listing that overlaps an exercised body (as
+# exercises/NN-slug/exercises.toml defines them) as a Div of class
+# "solution" with data-exercises="name@NN-slug,...". A reader meets it
+# folded: on a web page behind a <details> disclosure that says which
+# exercise to try first; in the EPUB and PDF as a pointer to the appendix
+# "Solutions" at the end of the book. The search index leaves them out.
+
+def is_solution(block) -> bool:
+    return (isinstance(block, dict) and block.get("t") == "Div"
+            and "solution" in block["c"][0][1])
+
+
+def solution_exercises(block) -> list[tuple[str, str]]:
+    """[(exercise name, NN-slug)] of a solution Div."""
+    tags = dict(block["c"][0][2]).get("data-exercises", "")
+    return [tuple(t.split("@", 1)) for t in tags.split(",") if "@" in t]
+
+
+def replace_solutions(node, fn) -> None:
+    """Replace, in place and at any depth, every solution Div by the list of
+    blocks fn(div) returns."""
+    if isinstance(node, list):
+        out = []
+        for x in node:
+            if is_solution(x):
+                out.extend(fn(x))
+            else:
+                replace_solutions(x, fn)
+                out.append(x)
+        node[:] = out
+    elif isinstance(node, dict):
+        for v in node.values():
+            if isinstance(v, (list, dict)):
+                replace_solutions(v, fn)
+
+
+def try_first_text(exercises: list[tuple[str, str]]) -> tuple[str, str]:
+    """("exercise a" / "exercises a and b", "make exercise STAGE=NN ...")."""
+    names = [n for n, _ in exercises]
+    what = ("exercise " if len(names) == 1 else "exercises ") + \
+        (" and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1])
+    stages = list(dict.fromkeys(slug[:2] for _, slug in exercises))
+    return what, "; ".join(f"make exercise STAGE={nn}" for nn in stages)
+
+
+def listed_symbol(div) -> str:
+    """What a listing shows, from its caption: `path` · `symbol()` · stage."""
+    codes = [i["c"][1] for i in caption_inlines(div) if i["t"] == "Code"]
+    return codes[1] if len(codes) > 1 else codes[0] if codes else ""
+
+
+def details_open(block) -> dict:
+    exercises = solution_exercises(block)
+    what, how = try_first_text(exercises)
+    tags = html.escape(",".join(f"{n}@{s}" for n, s in exercises))
+    symbol = listed_symbol(block)
+    of = f" <code>{html.escape(symbol)}</code>" if symbol else ""
+    return {"t": "RawBlock", "c": ["html",
+            f'<details class="solution" data-exercises="{tags}">'
+            f'<summary><span class="solution-label">Solution{of}</span> — try '
+            f'{html.escape(what)} first '
+            f'<span class="solution-how">(<code>{html.escape(how)}</code>)</span></summary>']}
+
+
+DETAILS_CLOSE = {"t": "RawBlock", "c": ["html", "</details>"]}
+
+
+def folded_for_web(blocks: list) -> list:
+    """A copy of a chapter's blocks with each solution behind a disclosure."""
+    blocks = json.loads(json.dumps(blocks))
+    replace_solutions(blocks, lambda div: [details_open(div), div, DETAILS_CLOSE])
+    return blocks
+
+
+def without_solutions(blocks: list) -> list:
+    blocks = json.loads(json.dumps(blocks))
+    replace_solutions(blocks, lambda div: [])
+    return blocks
+
+
+def caption_inlines(div) -> list:
+    for child in div["c"][1]:
+        if child["t"] == "Div" and "listing-caption" in child["c"][0][1]:
+            for block in child["c"][1]:
+                if block["t"] in ("Plain", "Para"):
+                    return block["c"]
+    return [{"t": "Str", "c": "a listing"}]
+
+
+def text_inlines(text: str) -> list:
+    out: list = []
+    for i, word in enumerate(text.split(" ")):
+        if i:
+            out.append({"t": "Space"})
+        out.append({"t": "Str", "c": word})
+    return out
+
+
+# --------------------------------------------------------------------------
+
+def stage_chapters(root: Path) -> list:
+    """The written chapters: the one each stage declares (its stage.toml's
+    `chapter`, by default chapters/<slug>.md), in stage order. Adding a
+    stage adds its chapter; there is no list of chapters to keep."""
+    chapters = []
+    for stage in sorted(p for p in (root / "stages").glob("[0-9][0-9]-*") if p.is_dir()):
+        declaration = stage / "stage.toml"
+        data = tomllib.loads(declaration.read_text()) if declaration.exists() else {}
+        path = root / data.get("chapter", f"chapters/{stage.name}.md")
+        if not path.exists():
+            raise SystemExit(f"book: stage {stage.name} declares the chapter "
+                             f"{path.relative_to(root)}, which does not exist")
+        chapters.append(Chapter(path.stem, path, int(stage.name[:2])))
+    return chapters
+
 
 class Book:
     def __init__(self, root: Path, out: Path, formats: set[str], run_missing: bool,
@@ -129,10 +246,7 @@ class Book:
         self.kernel_tree = Path(tree) if Path(tree).is_absolute() else root / tree
         results = os.environ.get("BOOK_RESULTS") or "build/results"
         self.results = Path(results) if Path(results).is_absolute() else root / results
-        self.chapters = [
-            Chapter(p.stem, p, int(p.name[:2]))
-            for p in sorted((root / "chapters").glob("[0-9][0-9]-*.md"))
-        ]
+        self.chapters = stage_chapters(root)
         self.planned = [c["slug"] for c in self.data.get("chapter", [])]
 
     def log(self, msg: str) -> None:
@@ -353,7 +467,9 @@ class Book:
                     "-o", str(self.out / "contents.html"), what="table of contents")
 
         def one(ch: Chapter) -> None:
-            self.pandoc(str(self.work / f"{ch.slug}.json"), "-f", "json",
+            page = self.work / f"{ch.slug}.page.json"
+            page.write_text(json.dumps(dict(ch.ast, blocks=folded_for_web(ch.ast["blocks"]))))
+            self.pandoc(str(page), "-f", "json",
                         *self.page_args("chapter", f"{ch.title} — {self.title}"),
                         "--toc", "--toc-depth=2", *self.nav_args(*nav[ch.page]),
                         "-o", str(self.out / ch.page), what=f"HTML of chapters/{ch.source.name}")
@@ -367,7 +483,7 @@ class Book:
         for ch in self.chapters:
             current = {"u": ch.page, "p": ch.title, "s": ch.title, "t": []}
             sections = [current]
-            for block in ch.ast["blocks"]:
+            for block in without_solutions(ch.ast["blocks"]):
                 if block["t"] == "Header" and block["c"][0] in (2, 3):
                     ident = block["c"][1][0]
                     current = {"u": f"{ch.page}#{ident}", "p": ch.title,
@@ -430,8 +546,13 @@ class Book:
             if block["t"] == "Header" and block["c"][0] == 1:
                 block["c"][1][1] += ["unnumbered", "front-matter"]
             blocks.append(block)
+        solutions = []
         for ch in self.chapters:
-            blocks += fix(json.loads(json.dumps(ch.ast["blocks"])), ch.slug)
+            chapter_blocks = fix(json.loads(json.dumps(ch.ast["blocks"])), ch.slug)
+            replace_solutions(chapter_blocks,
+                              lambda div, ch=ch: [self.solution_pointer(div, ch, solutions)])
+            blocks += chapter_blocks
+        blocks += self.solutions_appendix(solutions)
         meta = {
             "title": {"t": "MetaInlines", "c": [{"t": "Str", "c": self.title}]},
             "subtitle": {"t": "MetaInlines", "c": [{"t": "Str", "c": self.subtitle}]},
@@ -439,6 +560,43 @@ class Book:
             "date": {"t": "MetaString", "c": date.today().isoformat()},
         }
         return {"pandoc-api-version": front["pandoc-api-version"], "meta": meta, "blocks": blocks}
+
+    def solution_pointer(self, div, ch: Chapter, solutions: list) -> dict:
+        """What the EPUB and PDF print where a solution listing was: which
+        exercise to try first, and a link to the listing in the appendix."""
+        n = len(solutions) + 1
+        here = f"{ch.slug}--solution-{n}"
+        solutions.append((n, ch, here, div))
+        what, how = try_first_text(solution_exercises(div))
+        para = [{"t": "Strong", "c": text_inlines(f"Solution S{n}:")}, {"t": "Space"},
+                *caption_inlines(div), {"t": "Str", "c": "."}, {"t": "Space"},
+                *text_inlines(f"Try {what} first ("), {"t": "Code", "c": [["", [], []], how]},
+                {"t": "Str", "c": "),"}, {"t": "Space"}, *text_inlines("then read it in"),
+                {"t": "Space"},
+                {"t": "Link", "c": [["", [], []], text_inlines(f"the appendix, S{n}"),
+                                    [f"#solution-{n}", ""]]},
+                {"t": "Str", "c": "."}]
+        return {"t": "Div", "c": [[here, ["solution-pointer"], []], [{"t": "Para", "c": para}]]}
+
+    def solutions_appendix(self, solutions: list) -> list:
+        """The appendix "Solutions": every folded listing, after the last chapter."""
+        if not solutions:
+            return []
+        blocks = [{"t": "Header", "c": [1, ["solutions", ["unnumbered", "appendix"], []],
+                                        text_inlines("Solutions")]},
+                  {"t": "Para", "c": text_inlines(
+                      "These listings show what the exercises ask you to write. Each chapter "
+                      "points here where it would show one: try the exercise first.")}]
+        for n, ch, here, div in solutions:
+            what, _ = try_first_text(solution_exercises(div))
+            blocks.append({"t": "Header", "c": [2, [f"solution-{n}", ["unnumbered"], []],
+                                                text_inlines(f"S{n} · {what}")]})
+            blocks.append(div)
+            back = f"chapter {ch.number}, {ch.title}" if ch.number else ch.title
+            blocks.append({"t": "Para", "c": [
+                {"t": "Link", "c": [["", ["solution-back"], []], text_inlines(f"Back to {back}"),
+                                    [f"#{here}", ""]]}]})
+        return blocks
 
     def build_epub(self, combined: Path) -> None:
         self.pandoc(str(combined), "-f", "json", "-t", "epub3",
@@ -491,6 +649,8 @@ class Book:
             if "html" in self.formats else [],
             "epub": EPUB_NAME if "epub" in self.formats else None,
             "pdf": PDF_NAME if "pdf" in self.formats else None,
+            "solutions": [{"chapter": c.slug, "exercises": [f"{n}@{st}" for n, st in ex]}
+                          for c in self.chapters for ex in self.solutions_of(c)],
             "missing_results": [{"chapter": a, "results": b, "command": c}
                                 for a, b, c in self.missing_results()],
         }
@@ -498,6 +658,16 @@ class Book:
         for chapter, rel, cmd in self.missing_results():
             print(f"book: note: {chapter} shows build/results/{rel}, not there yet "
                   f"(made by: {cmd})", file=sys.stderr)
+
+    @staticmethod
+    def solutions_of(ch: Chapter) -> list[list[tuple[str, str]]]:
+        found = []
+
+        def fn(div):
+            found.append(solution_exercises(div))
+            return [div]
+        replace_solutions(json.loads(json.dumps(ch.ast.get("blocks", []))), fn)
+        return found
 
     def check_includes(self) -> None:
         self.prepare_out()

@@ -12,8 +12,13 @@ checked out in the kernel tree does not matter:
 A request is a line of tab-separated ``key=value`` fields, the attributes of
 the fenced block plus ``chapter=`` (for error messages). An answer is
 
-    OK <nbytes> <first-line> <lang>\t<caption>\n<nbytes of text>
+    OK <nbytes> <first-line> <lang> <solutions>\t<caption>\n<nbytes of text>
+    [STUB <nbytes> <first-line>\n<nbytes of text>]     when solutions is not -
     ERR <nbytes>\n<nbytes of message>
+
+A listing that shows an exercise's answer is marked as a solution: the
+``<solutions>`` field of the answer is ``-`` or ``name@NN-slug,...`` (see
+"Exercised code" below). book/build.py folds such listings away.
 
 The module is also a small command line tool for chapter writers:
 
@@ -23,10 +28,12 @@ The module is also a small command line tool for chapter writers:
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import re
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -502,16 +509,22 @@ def parse_patch(text: str) -> Patch:
     return Patch(subject, message, files)
 
 
-def patch_excerpt(req: dict) -> tuple[str, str, str]:
-    """(text, language, caption) for a patch= block."""
+def patch_excerpt(req: dict) -> tuple[str, str, str, list]:
+    """(text, language, caption, solutions) for a patch= block."""
     path = resolve_patch(req["patch"])
+    try:
+        stages = [resolve_stage(path.parent.name)]
+    except BookError:
+        stages = []
+    found: list[Exercised] = []
     patch = parse_patch(path.read_text())
     rel = path.relative_to(ROOT)
     caption = md_code(str(rel))
     if patch.subject:
         caption += f" “{md_text(patch.subject)}”"
     if req.get("part") == "message":
-        return f"{patch.subject}\n\n{patch.message}".strip(), "text", f"Commit message of {caption}"
+        return (f"{patch.subject}\n\n{patch.message}".strip(), "text",
+                f"Commit message of {caption}", [])
     if req.get("part") not in (None, "diff"):
         raise BookError(f"part={req['part']}: expected message or diff")
     files = patch.files
@@ -541,6 +554,8 @@ def patch_excerpt(req: dict) -> tuple[str, str, str]:
             continue
         out += [line for line in fd.header if line.startswith(("---", "+++"))]
         for _, h in hunks:
+            added = [line[1:] for line in h[1:] if line.startswith("+")]
+            found += solutions_in_hunk(fd.path, added, stages)
             # keep the diff's one-column prefix out of the tab stops
             out += [line[:1] + line[1:].expandtabs(8) for line in h]
     if not out:
@@ -549,17 +564,172 @@ def patch_excerpt(req: dict) -> tuple[str, str, str]:
         caption += f" · hunk {req['hunk']}"
     if "match" in req:
         caption += f" · hunks with {md_code(req['match'])}"
-    return "\n".join(out), "diff", caption
+    return "\n".join(out), "diff", caption, found
+
+
+# --------------------------------------------------------------------------
+# Exercised code: which listings show an exercise's answer
+#
+# exercises/NN-slug/exercises.toml is the only list of what is exercised: a
+# function whose body, or a marked span of lines, is hollowed out of a file.
+# A listing of that file, at any stage, that overlaps the body or span is a
+# solution of that exercise; so is a patch hunk that adds lines of it. The
+# body and span are found by the lab's own code (vm/lab/exercises.py), so
+# the book folds exactly what `make exercise` takes out. A body that is
+# already the hollowed stub (a hand-out's book) is not a solution. Code that
+# gives an answer away without being the body, such as a grader's reference
+# formula, is marked in the chapter with solution=NAME.
+
+@dataclass(frozen=True)
+class Exercised:
+    name: str
+    stage: str      # "01-lru-list": the stage whose exercise it is
+    file: str
+    function: str
+    span: str
+    item: tuple = ()    # the [[exercise]] table, as sorted (key, value) pairs
+
+    def lab_exercise(self):
+        """The same exercise as vm/lab/exercises.py loads it."""
+        lab_exercises, _ = _lab_exercises()
+        return lab_exercises.Exercise(**dict(self.item))
+
+    @property
+    def tag(self) -> str:
+        return f"{self.name}@{self.stage}"
+
+
+@functools.cache
+def exercised() -> tuple[Exercised, ...]:
+    found = []
+    for toml in sorted((ROOT / "exercises").glob("[0-9][0-9]-*/exercises.toml")):
+        try:
+            data = tomllib.loads(toml.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise BookError(f"{toml.relative_to(ROOT)}: {exc}") from None
+        for item in data.get("exercise", []):
+            found.append(Exercised(item.get("name", ""), toml.parent.name, item.get("file", ""),
+                                   item.get("function", ""), item.get("span", ""),
+                                   tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
+                                                for k, v in item.items()))))
+    return tuple(found)
+
+
+@functools.cache
+def _lab_exercises():
+    """vm/lab/exercises.py of the repository this book belongs to."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "vm"))
+    from lab import exercises as lab_exercises
+    from lab.errors import LabError
+    return lab_exercises, LabError
+
+
+def body_lines(text: str, ex: Exercised) -> tuple[int, int] | None:
+    """1-based first and last line of what the exercise takes out of this
+    version of its file, or None when the file has no such body (or has the
+    stub in its place)."""
+    lab_exercises, LabError = _lab_exercises()
+    try:
+        if ex.function:
+            start, end = lab_exercises.function_body_span(text, ex.function)
+        else:
+            start, end = lab_exercises.marked_span(text, ex.span)[:2]
+    except LabError:
+        return None
+    body = text[start:end]
+    if not body.strip() or f"Exercise {ex.name} (" in body:
+        return None
+    return text.count("\n", 0, start) + 1, text.count("\n", 0, max(end - 1, start)) + 1
+
+
+def solutions_in_lines(path: str, text: str, first: int, last: int) -> list[Exercised]:
+    """Exercises whose body in ``text`` (the file ``path``) overlaps lines first..last."""
+    hits = []
+    for ex in exercised():
+        if ex.file != path:
+            continue
+        span = body_lines(text, ex)
+        if span and span[0] <= last and first <= span[1]:
+            hits.append(ex)
+    return hits
+
+
+def hollowed(text: str, found: list[Exercised]) -> str:
+    """The file as the exercise branch has it: these exercises' bodies
+    replaced by their stubs, by the lab's own hollow()."""
+    lab_exercises, _ = _lab_exercises()
+    for ex in dict.fromkeys(found):
+        item = ex.lab_exercise()
+        item.tests = list(item.tests)
+        text = lab_exercises.hollow(text, item, ex.stage)
+    return text
+
+
+def _significant(lines) -> list[str]:
+    return [line.strip() for line in lines if len(re.findall(r"\w", line)) >= 4]
+
+
+def _pairs(lines: list[str]) -> set[tuple[str, ...]]:
+    if len(lines) < 2:
+        return {tuple(lines)} if lines else set()
+    return {tuple(lines[i:i + 2]) for i in range(len(lines) - 1)}
+
+
+def solutions_in_hunk(path: str, added: list[str], stages: list[Stage]) -> list[Exercised]:
+    """Exercises whose body, at one of these stages or at the exercise's own,
+    shares two consecutive significant lines (or its only one) with the
+    lines a hunk of ``path`` adds."""
+    mine = _pairs(_significant(added))
+    hits = []
+    for ex in exercised():
+        if ex.file != path or not mine:
+            continue
+        for stage in [*stages, ex.stage]:
+            try:
+                if isinstance(stage, str):
+                    stage = resolve_stage(stage)
+                text = read_stage_file(stage, path)
+            except BookError:
+                continue
+            span = body_lines(text, ex)
+            if not span:
+                continue
+            body = _significant(text.split("\n")[span[0] - 1:span[1]])
+            # a hunk that adds one line of the body gives that line away
+            if mine & _pairs(body) or any(len(one) == 1 and one[0] in body for one in mine):
+                hits.append(ex)
+                break
+    return hits
+
+
+def named_solutions(req: dict) -> list[Exercised]:
+    """solution=NAME[,NAME]: code the chapter says gives these exercises away."""
+    names = [n.strip() for n in req.get("solution", "").split(",") if n.strip()]
+    by_name = {ex.name: ex for ex in exercised()}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise BookError(f"solution={','.join(unknown)}: no such exercise in "
+                        f"exercises/*/exercises.toml")
+    return [by_name[n] for n in names]
+
+
+def solutions_field(found: list[Exercised]) -> str:
+    tags = list(dict.fromkeys(ex.tag for ex in found))
+    return ",".join(tags) if tags else "-"
 
 
 # --------------------------------------------------------------------------
 # One request
 
-def answer(req: dict) -> tuple[str, int, str, str]:
-    """(text, first line or 0, language, caption) for one inclusion block."""
+def answer(req: dict) -> tuple[str, int, str, str, str, tuple[int, str] | None]:
+    """(text, first line or 0, language, caption, solutions, stub) for one
+    inclusion block; solutions is "-" or "name@NN-slug,..." (see
+    solutions_field), and stub is None or (first line, text): the same
+    selection from the file as the exercise branch has it."""
+    named = named_solutions(req)
     if "patch" in req:
-        text, lang, caption = patch_excerpt(req)
-        return text, 0, lang, caption
+        text, lang, caption, found = patch_excerpt(req)
+        return text, 0, lang, caption, solutions_field(found + named), None
     if "src" in req:                  # a file of this repository, as it is now
         path = req["src"]
         full = (ROOT / path).resolve()
@@ -593,11 +763,28 @@ def answer(req: dict) -> tuple[str, int, str, str]:
     else:
         first, body = 1, text.rstrip("\n")
         caption = f"{md_code(path)} · {where}"
+    last = first + body.count("\n")
+    found = [] if "src" in req else solutions_in_lines(path, text, first, last)
+    stub = None
+    if found:
+        hollow = hollowed(text, found)
+        if kinds:
+            stub = extract(hollow, kinds[0], req[kinds[0]],
+                           req.get("comment") in ("1", "yes", "true"))
+        elif "lines" in req:
+            # lines after the bodies move up by what hollowing took out
+            delta = hollow.count("\n") - text.count("\n")
+            ends = [body_lines(text, ex)[1] for ex in found]
+            stub = select_lines(hollow, f"{first}-{max(first, last + delta if last > max(ends) else last)}")
+        else:
+            stub = 1, hollow.rstrip("\n")
     lang = req.get("lang") or language_for(path)
     # Tabs become spaces at the kernel's 8 columns: browsers, e-readers and the
     # line-number gutter disagree on where tab stops are.
     body = "\n".join(line.expandtabs(8) for line in body.split("\n"))
-    return body, first, lang, caption
+    if stub:
+        stub = stub[0], "\n".join(line.expandtabs(8) for line in stub[1].split("\n"))
+    return body, first, lang, caption, solutions_field(found + named), stub
 
 
 def describe(req: dict) -> str:
@@ -615,9 +802,13 @@ def serve(inp, out) -> None:
             continue
         req = dict(f.split("=", 1) for f in raw.split("\t") if "=" in f)
         try:
-            text, first, lang, caption = answer(req)
+            text, first, lang, caption, solutions, stub = answer(req)
             data = text.encode()
-            out.write(f"OK {len(data)} {first} {lang}\t{caption}\n".encode() + data)
+            out.write(f"OK {len(data)} {first} {lang} {solutions}\t{caption}\n".encode() + data)
+            if solutions != "-":
+                stub_first, stub_text = stub or (0, "")
+                data = stub_text.encode()
+                out.write(f"STUB {len(data)} {stub_first}\n".encode() + data)
         except (BookError, OSError) as exc:
             data = f"{describe(req)}: {exc}".encode()
             out.write(f"ERR {len(data)}\n".encode() + data)
@@ -635,11 +826,17 @@ def main(argv: list[str]) -> int:
             argv = argv[:2] + ["", *argv[2:]]
         req.update(a.split("=", 1) for a in argv[3:])
         try:
-            text, first, lang, caption = answer(req)
+            text, first, lang, caption, solutions, stub = answer(req)
         except BookError as exc:
             print(f"error: {describe(req)}: {exc}", file=sys.stderr)
             return 1
         print(f"# {caption} (from line {first}, {lang})" if first else f"# {caption}")
+        if solutions != "-":
+            print(f"# solution of exercise(s) {solutions}: folded in the book"
+                  + (", after the listing as the exercise branch has it:" if stub else ""))
+            if stub:
+                print(stub[1])
+                print(f"# the folded solution (from line {first}):")
         print(text)
         return 0
     print(__doc__.strip(), file=sys.stderr)

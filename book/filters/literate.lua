@@ -4,6 +4,8 @@ literate.lua: turn a chapter's literate blocks into ordinary pandoc blocks.
   ```{include=PATH fn=NAME stage=NN}      code from a stage of the kernel tree
   ```{src=PATH fn=NAME}                   code from this repository (stages/, vm/, tools/...)
   ```{patch=NN/NNNN file=PATH hunk=N}     a patch (or part of it) from kernel-patches/
+                                           (any of these: solution=NAME marks the listing
+                                           as giving exercise NAME away)
   ```{results=NN-slug/FILE}               output of a test or bench run (build/results)
   ```dot                                   a Graphviz diagram
 
@@ -59,6 +61,34 @@ local function write_file(path, data)
   f:write(data)
   f:close()
 end
+
+-- SVG as EPUB 3 allows it: no DOCTYPE. Graphviz writes one with external
+-- identifiers (epubcheck OPF-073), and readers that resolve the SVG 1.1
+-- DTD find external entities in it (HTM-003). An internal subset's own
+-- general entities, the only thing a DOCTYPE could add, are expanded.
+local function clean_svg(data)
+  local s, e = data:find("<!DOCTYPE", 1, true)
+  if not s then return data end
+  local close = data:find("[%[>]", e + 1)
+  local subset = ""
+  if close and data:sub(close, close) == "[" then
+    local sub_end = data:find("]%s*>", close + 1)
+    if not sub_end then return data end
+    subset = data:sub(close + 1, sub_end - 1)
+    close = data:find(">", sub_end, true)
+  end
+  if not close then return data end
+  local rest = data:sub(close + 1)
+  for name, value in subset:gmatch('<!ENTITY%s+([%w_.:-]+)%s+"([^"]*)"%s*>') do
+    rest = rest:gsub("&" .. name:gsub("%p", "%%%0") .. ";", (value:gsub("%%", "%%%%")))
+  end
+  for name, value in subset:gmatch("<!ENTITY%s+([%w_.:-]+)%s+'([^']*)'%s*>") do
+    rest = rest:gsub("&" .. name:gsub("%p", "%%%0") .. ";", (value:gsub("%%", "%%%%")))
+  end
+  return data:sub(1, s - 1) .. rest:gsub("^%s*\n", "\n", 1)
+end
+
+local function is_svg(path) return path:lower():match("%.svg$") ~= nil end
 
 local function md_inlines(text)
   local doc = pandoc.read(text, "markdown")
@@ -117,9 +147,15 @@ local function run_helper(lines)
     local body = out:sub(nl + 1, nl + nbytes)
     pos = nl + nbytes + 1
     if status == "OK" then
-      local first, lang, caption = rest:match("^ (%d+) (%S+)\t(.*)$")
+      local first, lang, solutions, caption = rest:match("^ (%d+) (%S+) (%S+)\t(.*)$")
       table.insert(answers, {text = body, first = tonumber(first), lang = lang,
-                             caption = caption})
+                             solutions = solutions, caption = caption})
+    elseif status == "STUB" then
+      -- the listing before, as the exercise branch has it
+      local ans = answers[#answers]
+      if nbytes > 0 then
+        ans.stub = {text = body, first = tonumber(rest:match("^ (%d+)"))}
+      end
     else
       table.insert(answers, {error = body})
     end
@@ -128,17 +164,20 @@ local function run_helper(lines)
 end
 
 local function listing(cb, ans)
-  local classes = {ans.lang}
-  for _, c in ipairs(cb.classes) do
-    if c ~= ans.lang then table.insert(classes, c) end
+  local function code_block(text, first)
+    local classes = {ans.lang}
+    for _, c in ipairs(cb.classes) do
+      if c ~= ans.lang then table.insert(classes, c) end
+    end
+    if cb.classes[1] then classes[1] = cb.classes[1] end
+    local attrs = {}
+    if first > 0 and cb.attributes["numbers"] ~= "no" then
+      table.insert(classes, "numberLines")
+      attrs.startFrom = tostring(first)
+    end
+    return pandoc.CodeBlock(text, pandoc.Attr("", classes, attrs))
   end
-  if cb.classes[1] then classes[1] = cb.classes[1] end
-  local attrs = {}
-  if ans.first > 0 and cb.attributes["numbers"] ~= "no" then
-    table.insert(classes, "numberLines")
-    attrs.startFrom = tostring(ans.first)
-  end
-  local code = pandoc.CodeBlock(ans.text, pandoc.Attr("", classes, attrs))
+  local code = code_block(ans.text, ans.first)
   local caption = md_inlines(ans.caption)
   if cb.attributes["caption"] then
     local own = md_inlines(cb.attributes["caption"])
@@ -147,6 +186,24 @@ local function listing(cb, ans)
     caption = own .. caption
   end
   local cap = pandoc.Div({pandoc.Plain(caption)}, pandoc.Attr("", {"listing-caption"}))
+  -- A listing that shows an exercise's answer: book/build.py folds it away
+  -- (a disclosure on the web, the Solutions appendix in the EPUB and PDF).
+  -- Where the exercise branch has the same code hollowed, that is shown
+  -- first, and the solution after it.
+  if ans.solutions and ans.solutions ~= "-" then
+    if ans.stub then
+      local stub_cap = caption:clone()
+      stub_cap:insert(pandoc.Str(" · as on the exercise branch"))
+      local shown = pandoc.Div(
+        {pandoc.Div({pandoc.Plain(stub_cap)}, pandoc.Attr("", {"listing-caption"})),
+         code_block(ans.stub.text, ans.stub.first)},
+        pandoc.Attr(cb.identifier, {"listing", "exercise-stub"}))
+      return {shown, pandoc.Div({cap, code}, pandoc.Attr("", {"listing", "solution"},
+                                                         {["data-exercises"] = ans.solutions}))}
+    end
+    return pandoc.Div({cap, code}, pandoc.Attr(cb.identifier, {"listing", "solution"},
+                                               {["data-exercises"] = ans.solutions}))
+  end
   return pandoc.Div({cap, code}, pandoc.Attr(cb.identifier, {"listing"}))
 end
 
@@ -161,7 +218,7 @@ local function render_dot(source, caption, ident)
     return nil, "Graphviz (dot) could not render a diagram: " .. tostring(svg)
   end
   local name = "figures/dot-" .. pandoc.utils.sha1(source):sub(1, 12) .. ".svg"
-  write_file(OUT .. "/" .. name, svg)
+  write_file(OUT .. "/" .. name, clean_svg(svg))
   local alt = caption and md_inlines(caption) or {pandoc.Str("Diagram")}
   -- an image alone in a paragraph with a "fig:" title is a figure with a caption
   local img = pandoc.Image(alt, name, caption and "fig:" or "")
@@ -245,7 +302,7 @@ local function results_block(cb)
   local body
   if ext == "svg" or ext == "png" or ext == "jpg" or ext == "jpeg" then
     local name = "results/" .. flat(rel)
-    write_file(OUT .. "/" .. name, data)
+    write_file(OUT .. "/" .. name, ext == "svg" and clean_svg(data) or data)
     body = {pandoc.Para({pandoc.Image(caption and md_inlines(caption) or {pandoc.Str(rel)}, name)})}
   elseif ext == "dot" then
     local fig, err = render_dot(data, caption, "")
@@ -308,7 +365,7 @@ local function rewrite_image(img)
     return nil
   end
   local name = "img/" .. flat(rel)
-  write_file(OUT .. "/" .. name, data)
+  write_file(OUT .. "/" .. name, is_svg(rel) and clean_svg(data) or data)
   img.src = name
   return img
 end
