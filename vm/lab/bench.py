@@ -142,6 +142,8 @@ def cmd_bench(args):
     rows.append(("`make run CMD=true`, nothing changed", f"{loop:.2f} s",
                  f"{loop - lab_init:.2f} s above the boot; target: at most 1.0 s above"))
 
+    rows += grade_loop_rows(main)
+
     latest = stages.latest()
     if latest.number != work.stage.number:
         # What `make boot` boots: every stage's fragment, patches and tests.
@@ -160,6 +162,29 @@ def cmd_bench(args):
                f"| Measurement | Figure | Note |\n| --- | --- | --- |\n{table}\n")
     write_section(section, "## Build and boot")
     print(section)
+
+
+def grade_loop_rows(main):
+    """The student's other loop: one exercised function changed, then
+    `make grade`, on the first stage with exercises. The change is one of
+    its wrong solutions, so that the verdict is a real one."""
+    from . import exercises
+    stage = next((s for s in stages.all_stages() if exercises.load(s)), None)
+    if stage is None:
+        return []
+    exercise_set = exercises.load(stage)
+    wrong = exercise_set.wrong_solutions[0]
+    work = workflow.Work(main.reset_workshop(stage.branch), stage)
+    info(f"the grading loop: {stage.slug} built, then {wrong.name} applied and graded")
+    exercises.grade(work, exercise_set, quiet=True)
+    main.reset_workshop(stage.branch, [wrong])
+    begin = time.monotonic()
+    result = exercises.grade(work, exercise_set, quiet=True)
+    seconds = time.monotonic() - begin
+    verdict = "fails, as it must" if not result.ok else "PASSES: the grader missed it"
+    return [(f"`make grade STAGE={stage.number}` after one exercised function changed "
+             f"({wrong.stem}, whose grade {verdict})", f"{seconds:.1f} s",
+             "target: at most 12 s")]
 
 
 def write_section(section, heading):

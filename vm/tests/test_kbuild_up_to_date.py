@@ -1,0 +1,92 @@
+"""A build with nothing changed skips configuring and kbuild, and any
+change that goes into the kernel builds again: an edit to a tracked file,
+a new file, another commit, a changed fragment, or an object dir that
+something else built in. An edit undone is the same sources again."""
+import pytest
+
+from conftest import git
+from lab import kbuild, settings, stages, workflow
+from lab.tree import KernelTree
+
+
+@pytest.fixture
+def counted_build(fake_lab, monkeypatch):
+    """workflow.build_kernel on the fake lab, with kbuild's configure and
+    make replaced by stand-ins that count the runs and write products."""
+    runs = []
+
+    def configure(tree, obj, stage_list):
+        obj.mkdir(parents=True, exist_ok=True)
+        (obj / ".config").write_text("CONFIG_DEMO=y\n")
+
+    def make(tree, obj, *targets, **kwargs):
+        runs.append(targets)
+        (obj / "vmlinux").write_text(f"built {len(runs)}\n")
+        (obj / "lab-modules").mkdir(exist_ok=True)
+
+    monkeypatch.setattr(kbuild, "configure", configure)
+    monkeypatch.setattr(kbuild, "make", make)
+    fragment = fake_lab / "base.config"
+    fragment.write_text("CONFIG_DEMO=y\n")
+    monkeypatch.setattr(settings, "BASE_CONFIG", fragment)
+    monkeypatch.setattr(settings, "ARCH_CONFIG_DIR", fake_lab)
+    (fake_lab / "x86_64.config").write_text("")
+    work = workflow.prepare_stage("01")
+
+    def builds():
+        before = len([r for r in runs if "vmlinux" in r])
+        workflow.build_kernel(work, quiet=True)
+        return len([r for r in runs if "vmlinux" in r]) - before
+
+    return work, builds, fragment
+
+
+def test_nothing_changed_builds_nothing(counted_build):
+    work, builds, _ = counted_build
+    assert builds() == 1
+    assert builds() == 0
+    assert builds() == 0
+
+
+def test_a_tracked_edit_and_its_undoing_are_seen(counted_build):
+    work, builds, _ = counted_build
+    builds()
+    source = work.tree.path / "lru.c"
+    committed = source.read_text()
+    source.write_text(committed.replace("return 1;", "return 2;"))
+    assert builds() == 1
+    assert builds() == 0
+    source.write_text(committed)
+    assert builds() == 1, "the objects were built from the edit, not from the commit"
+    assert builds() == 0
+
+
+def test_a_new_file_and_its_content_are_seen(counted_build):
+    work, builds, _ = counted_build
+    builds()
+    new = work.tree.path / "extra.c"
+    new.write_text("int a;\n")
+    assert builds() == 1
+    new.write_text("int b;\n")
+    assert builds() == 1
+
+
+def test_a_commit_a_fragment_and_a_foreign_build_are_seen(counted_build):
+    work, builds, fragment = counted_build
+    builds()
+    (work.tree.path / "lru.c").write_text("int rotate(void) { return 3; }\n")
+    git(work.tree.path, "commit", "-q", "-am", "student: three")
+    assert builds() == 1
+    git(work.tree.path, "commit", "-q", "--allow-empty", "-m", "student: nothing")
+    assert builds() == 1, "another HEAD is another build, even with the same files"
+    fragment.write_text("CONFIG_DEMO=m\n")
+    assert builds() == 1
+    (work.obj / ".config").write_text("CONFIG_DEMO=n\n")
+    assert builds() == 1, "a config changed by hand in the object dir"
+    (work.obj / "vmlinux").unlink()
+    assert builds() == 1
+
+
+def test_the_state_of_a_tree_outside_git_is_unknown_and_always_builds(tmp_path):
+    assert kbuild.source_state(tmp_path) is None
+    assert KernelTree(tmp_path).exists() is False
