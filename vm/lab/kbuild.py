@@ -109,6 +109,13 @@ def configure(tree, obj, stage_list):
     """Write obj/.config for these stages, touching it only when it changes,
     so an unchanged config costs no rebuild."""
     obj.mkdir(parents=True, exist_ok=True)
+    final = obj / ".config"
+    stamp = obj / "lab-config.key"
+    key = config_key(tree, stage_list)
+    if key and stamp.exists() and final.exists() and \
+            stamp.read_text() == key + "|" + hashlib.sha256(final.read_bytes()).hexdigest():
+        return final
+    stamp.unlink(missing_ok=True)
     # The config is made in a scratch object directory of its own, under its
     # usual name: tinyconfig merges its fragment into a file literally called
     # .config, whatever KCONFIG_CONFIG says, so pointing it at another file
@@ -142,37 +149,65 @@ def configure(tree, obj, stage_list):
         raise LabError("these config requests did not take effect (an unmet "
                        "dependency, or a symbol this tree does not have):\n" + "\n".join(lines)
                        + f"\nInspect with: make -C {tree} O={scratch} menuconfig")
-    final = obj / ".config"
     if not final.exists() or final.read_bytes() != candidate.read_bytes():
         shutil.copyfile(candidate, final)
+    if key:
+        stamp.write_text(key + "|" + hashlib.sha256(final.read_bytes()).hexdigest())
     return final
 
 
-def source_state(tree):
-    """What the tree's sources are now, as git sees them: HEAD, every change
-    to a tracked file and every untracked file's content. Two equal states
-    mean the same sources, whatever was checked out or edited in between."""
+def _git_out(tree, *args):
+    result = subprocess.run(["git", "-C", str(tree), *args], capture_output=True)
+    return result.stdout if result.returncode == 0 else None
+
+
+def source_state(tree, paths=()):
+    """What the tree's sources are now, as git sees them: the index, every
+    change to a tracked file and every untracked file's content, of the
+    whole tree or of the pathspecs given. Two equal states mean the same
+    sources, whatever was checked out or edited in between; None when it
+    cannot be known."""
     digest = hashlib.sha256()
     # Stat information the index lacks (a checkout, a touch) would make
     # every diff below read those files again; git status does the same.
     subprocess.run(["git", "-C", str(tree), "update-index", "-q", "--refresh"],
                    capture_output=True)
-    head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"],
-                          capture_output=True, text=True)
-    if head.returncode != 0:
+    limit = ["--", *paths] if paths else []
+    # The whole tree's index is HEAD plus what is staged; a few paths' is
+    # cheaper to list than to diff against HEAD.
+    parts = [_git_out(tree, "ls-files", "-s", *limit) if paths else
+             _git_out(tree, "rev-parse", "HEAD"),
+             _git_out(tree, "diff", *([] if paths else ["HEAD"]), "--binary", "--no-ext-diff",
+                      "--no-color", *limit),
+             _git_out(tree, "ls-files", "-z", "--others", "--exclude-standard", *limit)]
+    if any(part is None for part in parts):
         return None
-    digest.update(head.stdout.encode())
-    changes = subprocess.run(["git", "-C", str(tree), "diff", "HEAD", "--binary",
-                              "--no-ext-diff", "--no-color"], capture_output=True)
-    untracked = subprocess.run(["git", "-C", str(tree), "ls-files", "-z", "--others",
-                                "--exclude-standard"], capture_output=True)
-    if changes.returncode != 0 or untracked.returncode != 0:
-        return None
-    digest.update(changes.stdout)
-    for name in sorted(untracked.stdout.split(b"\0")):
+    *tracked, untracked = parts
+    for part in tracked:
+        digest.update(part + b"\0")
+    for name in sorted(untracked.split(b"\0")):
         path = Path(tree) / name.decode(errors="surrogateescape")
         if name and path.is_file():
             digest.update(name + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+# What Kconfig reads, besides the fragments: every Kconfig file, the
+# scripts it runs and the configs tinyconfig merges.
+CONFIG_INPUTS = (":(glob)**/Kconfig*", "scripts", "arch/*/configs", "kernel/configs", "Makefile")
+
+
+def config_key(tree, stage_list):
+    arch = arch_of(stage_list)
+    state = source_state(tree, CONFIG_INPUTS)
+    compiler = shutil.which(f"{arch.cross_compile}gcc")
+    if state is None or compiler is None:
+        return None
+    compiler = Path(compiler).resolve()
+    digest = hashlib.sha256(f"{state}|{arch.name}|{compiler}|"
+                            f"{compiler.stat().st_mtime_ns}".encode())
+    for frag in fragments_for(stage_list):
+        digest.update(str(frag).encode() + b"\0" + Path(frag).read_bytes())
     return digest.hexdigest()
 
 

@@ -90,3 +90,30 @@ def test_a_commit_a_fragment_and_a_foreign_build_are_seen(counted_build):
 def test_the_state_of_a_tree_outside_git_is_unknown_and_always_builds(tmp_path):
     assert kbuild.source_state(tmp_path) is None
     assert KernelTree(tmp_path).exists() is False
+
+
+def test_the_config_is_made_again_only_when_what_kconfig_reads_changed(fake_lab, monkeypatch):
+    fragment = fake_lab / "base.config"
+    fragment.write_text("CONFIG_DEMO=y\n")
+    monkeypatch.setattr(settings, "BASE_CONFIG", fragment)
+    monkeypatch.setattr(settings, "ARCH_CONFIG_DIR", fake_lab)
+    (fake_lab / "x86_64.config").write_text("")
+    work = workflow.prepare_stage("01")
+    tree = work.tree.path
+    (tree / "Kconfig").write_text("config DEMO\n\tbool \"demo\"\n")
+    git(tree, "add", "Kconfig")
+    git(tree, "commit", "-q", "-m", "Kconfig")
+    key = lambda: kbuild.config_key(tree, work.stage_list)  # noqa: E731
+    first = key()
+    (tree / "lru.c").write_text("int rotate(void) { return 9; }\n")
+    assert key() == first, "a C file is not something Kconfig reads"
+    (tree / "Kconfig").write_text("config DEMO\n\ttristate \"demo\"\n")
+    assert key() != first
+    git(tree, "checkout", "-q", "Kconfig")
+    assert key() == first
+    (tree / "drivers").mkdir()
+    (tree / "drivers" / "Kconfig.new").write_text("config NEW\n\tbool\n")
+    assert key() != first, "an untracked Kconfig file"
+    (tree / "drivers" / "Kconfig.new").unlink()
+    fragment.write_text("CONFIG_DEMO=m\n")
+    assert key() != first
