@@ -110,5 +110,7 @@ book: deps-check
 	@$(PYTHON) book/build.py --out $(BUILD)/book
 
 clean:
-	rm -rf $(BUILD)/kbuild $(BUILD)/kbuild-* $(BUILD)/results $(BUILD)/check $(BUILD)/book
+	rm -rf $(KERNEL_TREE)/.kbuild $(KERNEL_TREE)/.kbuild-* $(KERNEL_TREE).workshop/.kbuild \
+		$(KERNEL_TREE).workshop/.kbuild-* $(BUILD)/kbuild $(BUILD)/kbuild-* \
+		$(BUILD)/results $(BUILD)/check $(BUILD)/book
 	@echo "kept $(KERNEL_TREE) (your kernel work); remove it yourself to start over"

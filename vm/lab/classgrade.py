@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import exercises, report, settings, stages, submission, workflow
+from . import exercises, kbuild, report, settings, stages, submission, workflow
 from .errors import LabError
 from .log import info
 from .tree import KernelTree
@@ -145,7 +145,7 @@ def grade_one(stage, commit, slot, out, boot_timeout=None):
     tree = KernelTree(slot)
     base = exercises.exercise_commit(KernelTree(), exercise_set)
     tree.git("checkout", "-q", "-f", "--detach", base)
-    tree.git("clean", "-q", "-fdx")
+    tree.git("clean", "-q", "-fdx", *kbuild.KEEP_ON_CLEAN)
     tree.git("checkout", "-q", commit, "--", *submission.graded_files(exercise_set))
     work = workflow.Work(tree, with_timeout(stage, boot_timeout))
     result = {"status": "graded", "reason": "", "rows": [], "tail": ""}

@@ -16,7 +16,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from . import qemu, settings
+from . import kbuild, qemu, settings
 from .errors import LabError
 from .log import info
 from .workflow import build_guest, build_kernel, fresh_dir, results_dir
@@ -29,6 +29,7 @@ def gdb_command(work, port, batch=False):
            "-iex", "set pagination off",
            "-iex", "set confirm off",
            "-iex", f"add-auto-load-safe-path {work.obj}",
+           "-iex", f"set substitute-path {kbuild.DEBUG_TREE} {work.tree.path.resolve()}",
            "-ex", f"target remote 127.0.0.1:{port}"]
     if batch:
         cmd.insert(1, "-batch")

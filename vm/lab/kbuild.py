@@ -22,16 +22,38 @@ NOT_SET_LINE = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
 REPRODUCIBLE = {"KBUILD_BUILD_USER": "lab", "KBUILD_BUILD_HOST": "linux-4-10-lab"}
 
 
+# Where gdb and the debug info meet: see debug_prefix_map().
+DEBUG_TREE = "/lab/tree"
+
+
 def object_dir(tree, arch="x86_64"):
-    """One O= directory per kernel tree and architecture, so grading a
-    student's tree never disturbs the default build, and an arm64 stage
-    never rebuilds the x86_64 objects."""
-    tree = Path(tree).resolve()
+    """One O= directory per kernel tree and architecture, inside the tree:
+    grading a student's tree never disturbs the default build, and an
+    arm64 stage never rebuilds the x86_64 objects. kbuild names the
+    sources of a build in its tree's own subdirectory relative to it
+    (srctree is ".."), so every tree of the lab compiles with the same
+    command lines, and ccache finds in one tree what another compiled.
+    The kernel's .gitignore ignores dot files: git never sees it."""
     suffix = "" if arch == "x86_64" else f"-{arch}"
-    if tree == settings.KERNEL_TREE.resolve():
-        return settings.BUILD / f"kbuild{suffix}"
-    tag = hashlib.sha256(str(tree).encode()).hexdigest()[:10]
-    return settings.BUILD / f"kbuild-{tree.name}-{tag}{suffix}"
+    return Path(tree).resolve() / f".kbuild{suffix}"
+
+
+# `git clean -x` in a lab-owned tree keeps the object dirs.
+KEEP_ON_CLEAN = ("-e", "/.kbuild", "-e", "/.kbuild-*")
+
+
+def debug_prefix_map(tree, obj):
+    """The same debug info for the same sources in every tree: the build
+    directory gcc records is mapped to one made-up path under DEBUG_TREE,
+    which gdb maps back to the tree it debugs (set substitute-path).
+    ccache does not hash the map, so an object another tree compiled is a
+    hit. Only for an object dir inside its tree, where kbuild's own paths
+    are relative."""
+    if obj.resolve().parent != Path(tree).resolve():
+        return []
+    mapping = f"-fdebug-prefix-map={obj.resolve()}={DEBUG_TREE}/{obj.name}"
+    return [f"KCFLAGS={os.environ.get('KCFLAGS', '')} {mapping}".strip(),
+            f"KAFLAGS={os.environ.get('KAFLAGS', '')} {mapping}".strip()]
 
 
 def arch_of(stage_list):
@@ -88,6 +110,7 @@ def make(tree, obj, *targets, arch=arches.ARCHES["x86_64"], quiet=False, log=Non
         raise LabError(f"{compiler} is missing: install {arch.cross_package} (make deps does it)")
     if shutil.which("ccache") and os.environ.get("LAB_CCACHE", "1") != "0":
         args.append(f"CC=ccache {compiler}")
+    args += debug_prefix_map(tree, obj)
     args += list(targets)
     if not quiet and log is None:
         if subprocess.run(args, env=env).returncode != 0:

@@ -12,9 +12,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from . import settings, stages as stage_data
+from . import kbuild, settings, stages as stage_data
 from .errors import LabError
 from .log import info, warn
+
+
+OBJECT_DIR_EXCLUDES = "# the lab's object dirs (vm/lab/kbuild.py)\n/.kbuild\n/.kbuild-*\n"
 
 
 def git(tree, *args, check=True, env=None):
@@ -50,6 +53,7 @@ class KernelTree:
     def ensure_base(self):
         if self.exists():
             self._warn_on_drift()
+            self._exclude_object_dirs()
             return
         if self.path.exists() and any(self.path.iterdir()):
             raise LabError(f"{self.path} exists but is not a git tree; move it away "
@@ -80,6 +84,7 @@ class KernelTree:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         source.rename(self.path)
         shutil.rmtree(partial)
+        self._exclude_object_dirs()
 
     def source_version(self):
         """The Debian package version the base commit was made from, as its
@@ -95,6 +100,22 @@ class KernelTree:
             warn(f"{self.path} was made from {settings.SOURCE_PACKAGE} {made_from}, but "
                  f"{installed} is installed now. To start over from the new source, "
                  f"save your work and remove {self.path}.")
+
+    def _exclude_object_dirs(self):
+        """The object dirs live in the tree (kbuild.object_dir). The
+        kernel's .gitignore already ignores them, as dot files; saying so
+        in the repository's own exclude file too keeps git status clean
+        whatever a student does to .gitignore."""
+        common = self.git("rev-parse", "--git-common-dir", check=False).stdout.strip()
+        if not common:
+            return
+        exclude = (self.path / common / "info" / "exclude").resolve()
+        text = exclude.read_text() if exclude.exists() else ""
+        if OBJECT_DIR_EXCLUDES in text:
+            return
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        exclude.write_text(text + ("" if text.endswith("\n") or not text else "\n")
+                           + OBJECT_DIR_EXCLUDES)
 
     # -- state ---------------------------------------------------------------
 
@@ -202,7 +223,7 @@ class KernelTree:
     def reset_workshop(self, rev, patches=()):
         workshop = self.workshop()
         workshop.git("checkout", "-q", "-f", "--detach", rev)
-        workshop.git("clean", "-q", "-fdx")
+        workshop.git("clean", "-q", "-fdx", *kbuild.KEEP_ON_CLEAN)
         for patch in patches:
             result = workshop.git("apply", str(patch), check=False)
             if result.returncode != 0:

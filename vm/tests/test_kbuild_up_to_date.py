@@ -117,3 +117,36 @@ def test_the_config_is_made_again_only_when_what_kconfig_reads_changed(fake_lab,
     (tree / "drivers" / "Kconfig.new").unlink()
     fragment.write_text("CONFIG_DEMO=m\n")
     assert key() != first
+
+
+def test_object_dirs_live_in_their_tree_out_of_git_s_sight(fake_lab, tmp_path):
+    tree = KernelTree()
+    tree.ensure_base()
+    obj = kbuild.object_dir(tree.path)
+    assert obj == tree.path.resolve() / ".kbuild"
+    assert kbuild.object_dir(tree.path, "arm64").name == ".kbuild-arm64"
+    (obj / "kernel").mkdir(parents=True)
+    (obj / "kernel" / "built.o").write_text("object\n")
+    (tree.path / ".kbuild-arm64").mkdir()
+    assert tree.dirty_files() == [], "the object dirs are not the student's changes"
+    tree.ensure_base()
+    exclude = (tree.path / ".git" / "info" / "exclude").read_text()
+    assert exclude.count("/.kbuild\n") == 1, "said once, however often the lab starts"
+    work = workflow.prepare_stage("01")
+    KernelTree().reset_workshop("stage/01-demo")
+    workshop_obj = kbuild.object_dir(KernelTree().workshop().path)
+    (workshop_obj / "vmlinux").parent.mkdir(parents=True)
+    (workshop_obj / "vmlinux").write_text("kept\n")
+    KernelTree().reset_workshop("stage/00-base")
+    assert (workshop_obj / "vmlinux").exists(), "resetting the workshop keeps its objects"
+
+
+def test_the_debug_info_names_one_path_for_every_tree(tmp_path):
+    tree = tmp_path / "linux"
+    tree.mkdir()
+    args = kbuild.debug_prefix_map(tree, kbuild.object_dir(tree))
+    assert any(a.startswith("KCFLAGS=") and
+               f"-fdebug-prefix-map={tree.resolve()}/.kbuild={kbuild.DEBUG_TREE}/.kbuild" in a
+               for a in args)
+    assert kbuild.debug_prefix_map(tree, tmp_path / "elsewhere") == [], \
+        "an object dir outside the tree compiles with absolute paths: nothing to map"
