@@ -14,6 +14,7 @@ solutions/NN-slug/wrong/*.patch are plausible mistakes, each a patch on the
 solved tree with a header line 'Exercise: <name>' naming the exercise that
 must fail.
 """
+import dataclasses
 import hashlib
 import re
 import textwrap
@@ -225,9 +226,16 @@ def graded_tests(exercise_set):
     return {path.split("/")[0] for path in paths}
 
 
-def grade(work, exercise_set, out=None, quiet=False):
-    # Only the tests that prove something about the exercises: a stage's
-    # measurements can take minutes, and proving the grader boots four times.
+def grade(work, exercise_set, out=None, quiet=False, focus=None):
+    """Only the tests that prove something about the exercises: a stage's
+    measurements can take minutes. With `focus` (an exercise's name), only
+    that exercise and the required results are graded, and only their
+    tests run: what proving a wrong solution of that exercise needs."""
+    if focus:
+        exercise_set = dataclasses.replace(
+            exercise_set, exercises=[e for e in exercise_set.exercises if e.name == focus])
+        if not exercise_set.exercises:
+            raise LabError(f"no exercise named {focus}")
     run = workflow.run_tests(work, out=out, quiet=quiet, only=graded_tests(exercise_set))
     return Grade(score(exercise_set, run), run)
 
@@ -283,10 +291,10 @@ def prove(stage):
     work = workflow.Work(main.workshop(), stage)
     out_root = settings.BUILD / "results" / stage.slug / "proofs"
 
-    def attempt(label, rev, patches):
+    def attempt(label, rev, patches, focus=None):
         try:
             main.reset_workshop(rev, patches)
-            return grade(work, exercise_set, out=out_root / label, quiet=True)
+            return grade(work, exercise_set, out=out_root / label, quiet=True, focus=focus)
         except LabError as error:
             return error
 
@@ -303,7 +311,9 @@ def prove(stage):
                        _why(solved, exercise.name, "failed")))
     for patch in exercise_set.wrong_solutions:
         target = wrong_target(patch)
-        result = attempt(f"wrong-{patch.stem}", stage.branch, [patch])
+        # A wrong solution is proven on the exercise it names: its grade
+        # runs only that exercise's tests.
+        result = attempt(f"wrong-{patch.stem}", stage.branch, [patch], focus=target)
         ok = not isinstance(result, LabError) and not _row(result, target)[1]
         checks.append((f"grader rejects wrong solution {patch.stem} ({target})", ok,
                        _why(result, target, "passed")))
