@@ -46,9 +46,13 @@ done
 # shellcheck disable=SC2086
 install $wanted
 # Then what the stages declare, read by the lab with the python3 the groups
-# above bring.
-if command -v python3 >/dev/null; then
-	stage_packages=$(PYTHONPATH="$here" python3 -m lab packages) || exit 2
+# above bring: Debian's, as the Makefile runs it (a python3 first on PATH
+# may be a version manager's shim that takes longer to start than the rest
+# of this script).
+python=/usr/bin/python3
+[ -x "$python" ] || python=$(command -v python3 || true)
+if [ -n "$python" ]; then
+	stage_packages=$(PYTHONPATH="$here" "$python" -m lab packages) || exit 2
 	# shellcheck disable=SC2086
 	install $stage_packages
 fi
