@@ -111,6 +111,7 @@ book: deps-check
 
 clean:
 	rm -rf $(KERNEL_TREE)/.kbuild $(KERNEL_TREE)/.kbuild-* $(KERNEL_TREE).workshop/.kbuild \
-		$(KERNEL_TREE).workshop/.kbuild-* $(BUILD)/kbuild $(BUILD)/kbuild-* \
+		$(KERNEL_TREE).workshop/.kbuild-* $(KERNEL_TREE).workshop2/.kbuild \
+		$(KERNEL_TREE).workshop2/.kbuild-* $(BUILD)/kbuild $(BUILD)/kbuild-* \
 		$(BUILD)/results $(BUILD)/check $(BUILD)/book
 	@echo "kept $(KERNEL_TREE) (your kernel work); remove it yourself to start over"

@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import re
 import textwrap
+import threading
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,7 +227,7 @@ def graded_tests(exercise_set):
     return {path.split("/")[0] for path in paths}
 
 
-def grade(work, exercise_set, out=None, quiet=False, focus=None):
+def grade(work, exercise_set, out=None, quiet=False, focus=None, build=True):
     """Only the tests that prove something about the exercises: a stage's
     measurements can take minutes. With `focus` (an exercise's name), only
     that exercise and the required results are graded, and only their
@@ -236,7 +237,8 @@ def grade(work, exercise_set, out=None, quiet=False, focus=None):
             exercise_set, exercises=[e for e in exercise_set.exercises if e.name == focus])
         if not exercise_set.exercises:
             raise LabError(f"no exercise named {focus}")
-    run = workflow.run_tests(work, out=out, quiet=quiet, only=graded_tests(exercise_set))
+    run = workflow.run_tests(work, out=out, quiet=quiet, only=graded_tests(exercise_set),
+                             build=build)
     return Grade(score(exercise_set, run), run)
 
 
@@ -288,36 +290,69 @@ def prove(stage):
              or exercise_set.solution_patch(e).read_text() != solution_text(main, exercise_set, e)]
     checks.append(("solutions are generated from the exercise data", not stale,
                    f"stale or missing: {stale}; run `make solutions STAGE={stage.number}`"))
-    work = workflow.Work(main.workshop(), stage)
     out_root = settings.BUILD / "results" / stage.slug / "proofs"
+    solutions = [exercise_set.solution_patch(e) for e in exercise_set.exercises]
+    # A wrong solution is proven on the exercise it names: its grade runs
+    # only that exercise's tests.
+    wrongs = [(patch, wrong_target(patch)) for patch in exercise_set.wrong_solutions]
+    attempts = [("skeleton", skeleton_rev, [], None), ("solution", skeleton_rev, solutions, None)]
+    attempts += [(f"wrong-{patch.stem}", stage.branch, [patch], target) for patch, target in wrongs]
+    results = _prove_attempts(main, stage, exercise_set, out_root, attempts)
 
-    def attempt(label, rev, patches, focus=None):
-        try:
-            main.reset_workshop(rev, patches)
-            return grade(work, exercise_set, out=out_root / label, quiet=True, focus=focus)
-        except LabError as error:
-            return error
-
-    skeleton = attempt("skeleton", skeleton_rev, [])
+    skeleton = results["skeleton"]
     for exercise in exercise_set.exercises:
         ok = not isinstance(skeleton, LabError) and not _row(skeleton, exercise.name)[1]
         checks.append((f"grader rejects the skeleton of {exercise.name}", ok,
                        _why(skeleton, exercise.name, "passed")))
-    solved = attempt("solution", skeleton_rev,
-                     [exercise_set.solution_patch(e) for e in exercise_set.exercises])
+    solved = results["solution"]
     for exercise in exercise_set.exercises:
         ok = not isinstance(solved, LabError) and _row(solved, exercise.name)[1]
         checks.append((f"grader accepts the solution of {exercise.name}", ok,
                        _why(solved, exercise.name, "failed")))
-    for patch in exercise_set.wrong_solutions:
-        target = wrong_target(patch)
-        # A wrong solution is proven on the exercise it names: its grade
-        # runs only that exercise's tests.
-        result = attempt(f"wrong-{patch.stem}", stage.branch, [patch], focus=target)
+    for patch, target in wrongs:
+        result = results[f"wrong-{patch.stem}"]
         ok = not isinstance(result, LabError) and not _row(result, target)[1]
         checks.append((f"grader rejects wrong solution {patch.stem} ({target})", ok,
                        _why(result, target, "passed")))
     return checks
+
+
+def _prove_attempts(main, stage, exercise_set, out_root, attempts):
+    """{label: Grade or LabError} for (label, rev, patches, focus) attempts.
+    Two workshops take turns, so that one builds the next variant while
+    the other's guest runs: a guest under TCG leaves most of a core idle,
+    and the kernel build is half of a proof. The guests themselves run one
+    at a time, as a grade alone would, so that tests that time the kernel
+    see what a student's grade sees."""
+    pending = list(attempts)
+    results = {}
+    one_guest_at_a_time = threading.Lock()
+    take = threading.Lock()
+    workshops = [main.workshop(number) for number in (1, 2)]
+
+    def worker(number):
+        while True:
+            with take:
+                if not pending:
+                    return
+                label, rev, patches, focus = pending.pop(0)
+            try:
+                work = workflow.Work(main.reset_workshop(rev, patches, number=number), stage)
+                workflow.build_kernel(work, quiet=True)
+                with one_guest_at_a_time:
+                    results[label] = grade(work, exercise_set, out=out_root / label,
+                                           quiet=True, focus=focus, build=False)
+            except LabError as error:
+                results[label] = error
+            except Exception as error:  # a bug must fail the proof, not hang the check
+                results[label] = LabError(f"{type(error).__name__}: {error}")
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(1, len(workshops) + 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
 
 
 def wrong_target(patch):

@@ -206,22 +206,24 @@ class KernelTree:
             return Path(common).parent
         return self.path
 
-    def workshop(self):
+    def workshop(self, number=1):
         """A lab-owned worktree beside the tree (build/linux.workshop) where
         branches are made and graders are proven. The student's working tree
         is never used for that, so its files and checkout stay as they are.
         Every worktree of one repository shares the one workshop (and its
-        lock), because they share the stage branches it makes."""
+        lock), because they share the stage branches it makes. Grader
+        proofs also use a second one (build/linux.workshop2), to build one
+        variant while another boots."""
         main = self.main_tree()
-        path = main.with_name(main.name + ".workshop")
+        path = main.with_name(main.name + ".workshop" + ("" if number == 1 else str(number)))
         _hold_workshop_lock(path)
         if not (path / ".git").exists():
             self.git("worktree", "prune")
             self.git("worktree", "add", "-q", "--detach", str(path), "base")
         return KernelTree(path)
 
-    def reset_workshop(self, rev, patches=()):
-        workshop = self.workshop()
+    def reset_workshop(self, rev, patches=(), number=1):
+        workshop = self.workshop(number)
         workshop.git("checkout", "-q", "-f", "--detach", rev)
         workshop.git("clean", "-q", "-fdx", *kbuild.KEEP_ON_CLEAN)
         for patch in patches:

@@ -21,6 +21,13 @@ def arm64_stage(tmp_path, monkeypatch):
     (declared / "stage.toml").write_text(
         'title = "An arm64 guest"\ntimeout = 300\n[machine]\narch = "arm64"\n'
         '[[test]]\nname = "uname"\nrun = "true"\n')
+    # What this proves is the machinery: the arch table, the cross build,
+    # the guest root and the boot. Debug info and KUnit are most of the
+    # time of a cold arm64 build, and nothing here reads them.
+    (declared / "config").write_text(
+        "# CONFIG_DEBUG_INFO_DWARF5 is not set\nCONFIG_DEBUG_INFO_NONE=y\n"
+        "# CONFIG_GDB_SCRIPTS is not set\n"
+        "# CONFIG_KUNIT is not set\n# CONFIG_KUNIT_DEBUGFS is not set\n")
     monkeypatch.setattr(settings, "STAGES_DIR", tmp_path / "stages")
     return stages.resolve("00")
 
