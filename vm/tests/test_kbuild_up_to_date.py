@@ -10,7 +10,18 @@ from lab.tree import KernelTree
 
 
 @pytest.fixture
-def counted_build(fake_lab, monkeypatch):
+def fragment(fake_lab, monkeypatch):
+    """The fake lab's base fragment, and an empty one for its architecture."""
+    path = fake_lab / "base.config"
+    path.write_text("CONFIG_DEMO=y\n")
+    monkeypatch.setattr(settings, "BASE_CONFIG", path)
+    monkeypatch.setattr(settings, "ARCH_CONFIG_DIR", fake_lab)
+    (fake_lab / "x86_64.config").write_text("")
+    return path
+
+
+@pytest.fixture
+def counted_build(fake_lab, fragment, monkeypatch):
     """workflow.build_kernel on the fake lab, with kbuild's configure and
     make replaced by stand-ins that count the runs and write products."""
     runs = []
@@ -26,11 +37,6 @@ def counted_build(fake_lab, monkeypatch):
 
     monkeypatch.setattr(kbuild, "configure", configure)
     monkeypatch.setattr(kbuild, "make", make)
-    fragment = fake_lab / "base.config"
-    fragment.write_text("CONFIG_DEMO=y\n")
-    monkeypatch.setattr(settings, "BASE_CONFIG", fragment)
-    monkeypatch.setattr(settings, "ARCH_CONFIG_DIR", fake_lab)
-    (fake_lab / "x86_64.config").write_text("")
     work = workflow.prepare_stage("01")
 
     def builds():
@@ -92,12 +98,7 @@ def test_the_state_of_a_tree_outside_git_is_unknown_and_always_builds(tmp_path):
     assert KernelTree(tmp_path).exists() is False
 
 
-def test_the_config_is_made_again_only_when_what_kconfig_reads_changed(fake_lab, monkeypatch):
-    fragment = fake_lab / "base.config"
-    fragment.write_text("CONFIG_DEMO=y\n")
-    monkeypatch.setattr(settings, "BASE_CONFIG", fragment)
-    monkeypatch.setattr(settings, "ARCH_CONFIG_DIR", fake_lab)
-    (fake_lab / "x86_64.config").write_text("")
+def test_the_config_is_made_again_only_when_what_kconfig_reads_changed(fake_lab, fragment):
     work = workflow.prepare_stage("01")
     tree = work.tree.path
     (tree / "Kconfig").write_text("config DEMO\n\tbool \"demo\"\n")
