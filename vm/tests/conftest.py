@@ -23,6 +23,8 @@ def git(cwd, *args):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "kernel: needs the stage kernel built by the guest tier")
+    config.addinivalue_line("markers", "prebuild: make check also runs it in the background, "
+                            "niced, during the guest tier, for what it builds")
 
 
 @pytest.fixture
