@@ -338,7 +338,9 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts):
                 label, rev, patches, focus = pending.pop(0)
             try:
                 work = workflow.Work(main.reset_workshop(rev, patches, number=number), stage)
-                workflow.build_kernel(work, quiet=True)
+                # The guest is what every proof waits for: the build beside
+                # it yields the cores to it.
+                workflow.build_kernel(work, quiet=True, nice=10)
                 with one_guest_at_a_time:
                     results[label] = grade(work, exercise_set, out=out_root / label,
                                            quiet=True, focus=focus, build=False)

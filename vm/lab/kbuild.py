@@ -102,9 +102,11 @@ def unmet_requests(fragments, config_path):
     return unmet
 
 
-def make(tree, obj, *targets, arch=arches.ARCHES["x86_64"], quiet=False, log=None):
+def make(tree, obj, *targets, arch=arches.ARCHES["x86_64"], quiet=False, log=None, nice=0):
     env = dict(os.environ, **REPRODUCIBLE)
     args = ["make", "-C", str(tree), f"O={obj}", f"-j{settings.jobs()}", *arch_args(arch)]
+    if nice:
+        args = ["nice", "-n", str(nice), *args]
     compiler = f"{arch.cross_compile}gcc"
     if not shutil.which(compiler):
         raise LabError(f"{compiler} is missing: install {arch.cross_package} (make deps does it)")
@@ -264,7 +266,7 @@ def products_state(obj, image):
     return "|" + digest.hexdigest()
 
 
-def build(tree, obj, stage_list, quiet=False):
+def build(tree, obj, stage_list, quiet=False, nice=0):
     """Build what the last stage's machine boots, the vmlinux gdb reads,
     the modules and the kernel's gdb helpers; returns the boot image.
     When nothing that goes into them changed since the last build, the
@@ -288,7 +290,7 @@ def build(tree, obj, stage_list, quiet=False):
     info(f"building the kernel in {obj}")
     log_path = obj / "lab-build.log"
     with open(log_path, "w") if quiet else contextlib.nullcontext() as log:
-        make(tree, obj, *targets, arch=arch, quiet=quiet, log=log)
+        make(tree, obj, *targets, arch=arch, quiet=quiet, log=log, nice=nice)
         staging = obj / "lab-modules"
         shutil.rmtree(staging, ignore_errors=True)
         make(tree, obj, "modules_install", f"INSTALL_MOD_PATH={staging}",

@@ -85,8 +85,10 @@ def prepare_stage(stage_name=None):
     return Work(tree, stage)
 
 
-def build_kernel(work, quiet=False):
-    return kbuild.build(work.tree.path, work.obj, work.stage_list, quiet=quiet)
+def build_kernel(work, quiet=False, nice=0):
+    """nice: the build's scheduling niceness, for builds that run beside a
+    guest whose timing matters more."""
+    return kbuild.build(work.tree.path, work.obj, work.stage_list, quiet=quiet, nice=nice)
 
 
 def build_guest(work, mode, command=None, tests=None):
