@@ -732,13 +732,14 @@ def hollowed_commit(tree, exercise_set) -> str:
     (the stage branch, every exercised file through exercises.hollow), but
     written with git plumbing: no workshop checkout, so no wait for the lock
     that a running lab command holds."""
-    from lab import exercises
+    from lab import exercises, settings
     stage = exercise_set.stage
     base = tree.rev(stage.branch)
     assert base, f"no branch {stage.branch}"
     scratch = tempfile.TemporaryDirectory(prefix="book-leak-check-")
     index = Path(scratch.name) / "index"
-    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    # The lab's own identity: a fresh machine has no git user to commit as.
+    env = {**os.environ, **settings.LAB_IDENT, "GIT_INDEX_FILE": str(index)}
 
     def run(*args, data=None):
         return subprocess.run(["git", "-C", str(tree.path), *args], input=data, env=env,
