@@ -7,6 +7,7 @@ counted as a pass: a test that could not run proves nothing."""
 import os
 import shutil
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 from . import debugger, exercises, handout, settings, stages, workflow
@@ -82,6 +83,7 @@ def run_pytest(tally, label, paths, *extra):
 def guest_tier(tally, stage):
     """Build and test the stage in the workshop worktree, so that `make check`
     neither needs nor touches the student's tree and build."""
+    clock = [time.monotonic()]
     try:
         main = KernelTree()
         main.ensure_base()
@@ -96,12 +98,18 @@ def guest_tier(tally, stage):
         tally.record_result(f"stage {stage.slug}: {result.name}", result)
     for problem in run.report.problems:
         tally.record(f"stage {stage.slug}: complete run", False, problem)
+    clock.append(time.monotonic())
     for script in stage.gdb_scripts:
         missing, out = debugger.run_walkthrough(work, script, quiet=True, results=results)
         tally.record(f"stage {stage.slug}: gdb {script.name}", not missing,
                      f"expected /{missing}/, see {settings.shown(out / 'gdb.log')}")
+    clock.append(time.monotonic())
     for name, ok, detail in exercises.prove(stage):
         tally.record(f"stage {stage.slug}: {name}", ok, detail)
+    clock.append(time.monotonic())
+    build_and_test, walkthroughs, proofs = (b - a for a, b in zip(clock, clock[1:]))
+    info(f"guest tier: stage {stage.slug} took {clock[-1] - clock[0]:.0f} s: build and tests "
+         f"{build_and_test:.0f} s, walkthroughs {walkthroughs:.0f} s, grader proofs {proofs:.0f} s")
 
 
 def handout_tier(tally):
@@ -208,6 +216,7 @@ def finish_prebuild(prebuild):
 
 
 def cmd_check(args):
+    check_started = time.monotonic()
     tally = Tally()
     book_tests = settings.REPO / "vm" / "tests" / "test_book.py"
     if args.tier in ("host", "all"):
@@ -243,6 +252,7 @@ def cmd_check(args):
             run_pytest(tally, "book", [book_tests])
         except LabError as error:
             tally.record("book: stage branches for the listings", False, str(error))
+    info(f"make check took {(time.monotonic() - check_started) / 60:.1f} min")
     if tally.failed:
         print("\nFailures:")
         for name, detail in tally.failed:

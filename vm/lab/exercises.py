@@ -16,9 +16,11 @@ must fail.
 """
 import dataclasses
 import hashlib
+import json
 import re
 import textwrap
 import threading
+import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,25 +338,46 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts):
                 if not pending:
                     return
                 label, rev, patches, focus = pending.pop(0)
+            clock = {"start": time.monotonic()}
             try:
                 work = workflow.Work(main.reset_workshop(rev, patches, number=number), stage)
+                clock["reset"] = time.monotonic()
                 # The guest is what every proof waits for: the build beside
                 # it yields the cores to it.
                 workflow.build_kernel(work, quiet=True, nice=10)
+                clock["built"] = time.monotonic()
                 with one_guest_at_a_time:
+                    clock["guest"] = time.monotonic()
                     results[label] = grade(work, exercise_set, out=out_root / label,
                                            quiet=True, focus=focus, build=False)
+                    clock["graded"] = time.monotonic()
             except LabError as error:
                 results[label] = error
             except Exception as error:  # a bug must fail the proof, not hang the check
                 results[label] = LabError(f"{type(error).__name__}: {error}")
+            timings[label] = _phases(clock, number)
 
+    timings = {}
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(1, len(workshops) + 1)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    # Where a proof's time goes, for docs/benchmarks.md and the check's budget.
+    out_root.mkdir(parents=True, exist_ok=True)
+    (out_root / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
     return results
+
+
+def _phases(clock, workshop):
+    """Seconds spent resetting the workshop, building, waiting for the
+    other workshop's guest, and grading."""
+    phases = {"workshop": workshop}
+    for name, before, after in [("reset", "start", "reset"), ("build", "reset", "built"),
+                                ("wait", "built", "guest"), ("grade", "guest", "graded")]:
+        if before in clock and after in clock:
+            phases[name] = round(clock[after] - clock[before], 1)
+    return phases
 
 
 def wrong_target(patch):
