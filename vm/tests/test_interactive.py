@@ -155,8 +155,12 @@ def test_make_console_reaches_the_debugged_guest_and_ctrl_c_stays_in_it(workshop
         console = Terminal(["make", "-s", "console", f"BUILD={settings.BUILD}"])
         try:
             console.expect(r"guest console")
+            # The guest may still be booting: what is typed before its shell
+            # reads the console is lost, in part. Type again until the shell
+            # has run the command (42 is its output; the echo of the typed
+            # line says nothing).
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and b"lab-console-" not in console.seen:
+            while time.monotonic() < deadline and b"lab-console-42" not in console.seen:
                 console.send(b"echo lab-console-$((6 * 7))\n")
                 time.sleep(1)
                 console._read(0.5)
