@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import settings, stages, workflow
+from . import kbuild, settings, stages, workflow
 from .errors import LabError
 from .log import info
 from .tree import KernelTree
@@ -319,50 +319,99 @@ def prove(stage):
     return checks
 
 
+# One lock per workshop, held while it builds or grades. A workshop whose
+# first build is still running when a stage's proofs end goes on building
+# beside the next stage, and the next proofs wait for it rather than use
+# it half built.
+_WORKSHOP_BUSY = {}
+
+
+def _workshop_busy(number):
+    return _WORKSHOP_BUSY.setdefault(number, threading.Lock())
+
+
+def _is_cold(tree, stage):
+    """True when the tree has never been built for the stage's machine."""
+    return not (kbuild.object_dir(tree.path, stage.machine.arch) / "lab-build.key").exists()
+
+
 def _prove_attempts(main, stage, exercise_set, out_root, attempts):
     """{label: Grade or LabError} for (label, rev, patches, focus) attempts.
     Two workshops take turns, so that one builds the next variant while
     the other's guest runs: a guest under TCG leaves most of a core idle,
     and the kernel build is half of a proof. The guests themselves run one
     at a time, as a grade alone would, so that tests that time the kernel
-    see what a student's grade sees."""
+    see what a student's grade sees.
+
+    The second workshop is cold in a fresh check: its first build is a
+    whole kernel, if from ccache. It makes that build before it takes an
+    attempt, so that no attempt waits for it while the first workshop
+    proves all the others; the proofs end when every attempt has a result,
+    whether or not that build has."""
     pending = list(attempts)
     results = {}
+    timings = {}
+    finished = threading.Condition()
     one_guest_at_a_time = threading.Lock()
     take = threading.Lock()
-    workshops = [main.workshop(number) for number in (1, 2)]
+
+    def next_attempt():
+        with take:
+            return pending.pop(0) if pending else None
 
     def worker(number):
+        busy = _workshop_busy(number)
+        warmed = number == 1  # the stage's own tests were just built in workshop 1
         while True:
-            with take:
-                if not pending:
-                    return
-                label, rev, patches, focus = pending.pop(0)
-            clock = {"start": time.monotonic()}
+            # Wait for the workshop, but not beyond the last attempt.
+            while not busy.acquire(timeout=1):
+                with take:
+                    if not pending:
+                        return
             try:
-                work = workflow.Work(main.reset_workshop(rev, patches, number=number), stage)
-                clock["reset"] = time.monotonic()
-                # The guest is what every proof waits for: the build beside
-                # it yields the cores to it.
-                workflow.build_kernel(work, quiet=True, nice=10)
-                clock["built"] = time.monotonic()
-                with one_guest_at_a_time:
-                    clock["guest"] = time.monotonic()
-                    results[label] = grade(work, exercise_set, out=out_root / label,
-                                           quiet=True, focus=focus, build=False)
-                    clock["graded"] = time.monotonic()
-            except LabError as error:
-                results[label] = error
-            except Exception as error:  # a bug must fail the proof, not hang the check
-                results[label] = LabError(f"{type(error).__name__}: {error}")
-            timings[label] = _phases(clock, number)
+                if not warmed:
+                    warmed = True  # once: if it fails, the attempts built here say why
+                    if pending and _is_cold(main.workshop(number), stage):
+                        work = workflow.Work(main.reset_workshop(stage.branch, number=number),
+                                             stage)
+                        workflow.build_kernel(work, quiet=True, nice=10)
+                        continue
+                attempt = next_attempt()
+                if attempt is None:
+                    return
+                prove_one(number, *attempt)
+            except Exception as error:  # only the warm-up: prove_one records its own
+                info(f"workshop {number}: its first build failed: {error}")
+            finally:
+                busy.release()
 
-    timings = {}
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(1, len(workshops) + 1)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    def prove_one(number, label, rev, patches, focus):
+        clock = {"start": time.monotonic()}
+        try:
+            work = workflow.Work(main.reset_workshop(rev, patches, number=number), stage)
+            clock["reset"] = time.monotonic()
+            # The guest is what every proof waits for: the build beside
+            # it yields the cores to it.
+            workflow.build_kernel(work, quiet=True, nice=10)
+            clock["built"] = time.monotonic()
+            with one_guest_at_a_time:
+                clock["guest"] = time.monotonic()
+                result = grade(work, exercise_set, out=out_root / label,
+                               quiet=True, focus=focus, build=False)
+                clock["graded"] = time.monotonic()
+        except LabError as error:
+            result = error
+        except Exception as error:  # a bug must fail the proof, not hang the check
+            result = LabError(f"{type(error).__name__}: {error}")
+        with finished:
+            results[label] = result
+            timings[label] = _phases(clock, number)
+            finished.notify_all()
+
+    for number in (1, 2):
+        threading.Thread(target=worker, args=(number,), name=f"workshop{number}").start()
+    with finished:
+        finished.wait_for(lambda: len(results) == len(attempts))
     # Where a proof's time goes, for docs/benchmarks.md and the check's budget.
     out_root.mkdir(parents=True, exist_ok=True)
     (out_root / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")

@@ -1,0 +1,92 @@
+"""Grader proofs on two workshops: a cold second workshop makes its first
+build without holding an attempt, so that the proofs end when the first
+workshop has proved everything, not when that build ends."""
+import threading
+import time
+from types import SimpleNamespace
+
+from lab import exercises
+
+
+class FakeTree:
+    def __init__(self, number, root):
+        self.number = number
+        self.path = root / f"workshop{number}"
+
+
+class FakeMain:
+    def __init__(self, root):
+        self.root = root
+        self.resets = []
+
+    def workshop(self, number=1):
+        return FakeTree(number, self.root)
+
+    def reset_workshop(self, rev, patches=(), number=1):
+        self.resets.append((number, rev))
+        return FakeTree(number, self.root)
+
+
+def test_a_cold_second_workshop_holds_up_no_attempt(monkeypatch, tmp_path):
+    warm_up_may_end = threading.Event()
+
+    def build_kernel(work, quiet=False, nice=0):
+        if work.tree.number == 2:
+            assert warm_up_may_end.wait(20)
+
+    main = FakeMain(tmp_path)
+
+    def grade(work, *args, **kwargs):
+        # The first grade lasts until the second workshop has begun its
+        # warm-up, as a guest outlasts the start of a thread.
+        for _ in range(1000):
+            if (2, "stage/99-x") in main.resets:
+                break
+            time.sleep(0.01)
+        return f"graded in workshop {work.tree.number}"
+
+    monkeypatch.setattr(exercises.workflow, "build_kernel", build_kernel)
+    monkeypatch.setattr(exercises, "grade", grade)
+    monkeypatch.setattr(exercises, "_is_cold",
+                        lambda tree, stage: tree.number == 2 and not warm_up_may_end.is_set())
+    stage = SimpleNamespace(branch="stage/99-x", machine=SimpleNamespace(arch="x86_64"))
+    attempts = [(f"attempt{i}", "rev", [], None) for i in range(4)]
+    try:
+        results = exercises._prove_attempts(main, stage, None, tmp_path / "out", attempts)
+        assert results == {f"attempt{i}": "graded in workshop 1" for i in range(4)}
+        # The warm-up built the stage itself, and still holds its workshop.
+        assert (2, "stage/99-x") in main.resets
+        assert exercises._workshop_busy(2).locked()
+    finally:
+        warm_up_may_end.set()
+    assert exercises._workshop_busy(2).acquire(timeout=20)
+    exercises._workshop_busy(2).release()
+    assert (tmp_path / "out" / "timings.json").exists()
+
+
+def test_a_warm_second_workshop_takes_attempts(monkeypatch, tmp_path):
+    monkeypatch.setattr(exercises.workflow, "build_kernel", lambda work, **kwargs: None)
+    guests = threading.Barrier(2, timeout=5)
+
+    def grade(work, *args, **kwargs):
+        return f"graded in workshop {work.tree.number}"
+
+    monkeypatch.setattr(exercises, "grade", grade)
+    monkeypatch.setattr(exercises, "_is_cold", lambda tree, stage: False)
+    slow_reset = FakeMain.reset_workshop
+
+    def reset_workshop(self, rev, patches=(), number=1):
+        # Both workshops reach a reset before either goes on: each has one.
+        try:
+            guests.wait()
+        except threading.BrokenBarrierError:
+            pass
+        return slow_reset(self, rev, patches, number)
+
+    monkeypatch.setattr(FakeMain, "reset_workshop", reset_workshop)
+    stage = SimpleNamespace(branch="stage/99-x", machine=SimpleNamespace(arch="x86_64"))
+    attempts = [(f"attempt{i}", "rev", [], None) for i in range(4)]
+    results = exercises._prove_attempts(FakeMain(tmp_path), stage, None, tmp_path / "out",
+                                        attempts)
+    assert set(results) == {f"attempt{i}" for i in range(4)}
+    assert {"graded in workshop 1", "graded in workshop 2"} <= set(results.values())
