@@ -45,6 +45,11 @@ def build(tree, obj, stage, stage_list, tests=None):
             _build_program(tree, program, root)
         for tool in each.host_tools:
             _copy_host_tool(tool, root)
+        for path in each.host_files:
+            if not os.path.isfile(path):
+                raise LabError(f"host file {path} of stage {each.slug} is missing (make deps "
+                               "installs the packages the stages need)")
+            _copy_host_file(path, root)
         if each.guest_files:
             shutil.copytree(each.guest_files, root, dirs_exist_ok=True, symlinks=True)
     modules = obj / "lab-modules" / "lib" / "modules"
@@ -261,6 +266,10 @@ def _copy_host_file(path, root):
     the one copy of the file, so that each library is unpacked once."""
     real = os.path.realpath(path)
     dest = root / real.lstrip("/")
+    # A host tool replaces a busybox applet of the same name (busybox has
+    # its own nsenter and unshare, which would run its own ip).
+    if dest.is_symlink() and os.readlink(dest) == "/bin/busybox":
+        dest.unlink()
     if not dest.exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(real, dest)

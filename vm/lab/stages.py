@@ -195,6 +195,12 @@ class Stage:
         return list(self.data.get("host_tools", []))
 
     @property
+    def host_files(self):
+        """Data files of the host's Debian packages that the guest needs at
+        the same path, such as /etc/protocols for protocol names."""
+        return list(self.data.get("host_files", []))
+
+    @property
     def guest_files(self):
         path = self.path / "guest"
         return path if path.is_dir() else None
@@ -204,8 +210,8 @@ class Stage:
         return sorted((self.path / "gdb").glob("*.gdb"))
 
 
-STAGE_KEYS = {"title", "chapter", "timeout", "packages", "host_tools", "machine", "test",
-              "host_test", "host_report", "program"}
+STAGE_KEYS = {"title", "chapter", "timeout", "packages", "host_tools", "host_files", "machine",
+              "test", "host_test", "host_report", "program"}
 
 
 _parsed = {}
