@@ -1,4 +1,5 @@
 """Booting a teaching kernel under QEMU, interactively or under a watchdog."""
+import dataclasses
 import os
 import re
 import shutil
@@ -11,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import arches, settings, stages
+from . import arches, autopsy, settings, stages
 from .errors import LabError
 from .log import info
 
@@ -78,6 +79,9 @@ class Boot:
     extra_cmdline: list = field(default_factory=list)
     gdb_port: int = None
     paused: bool = False
+    # The kernel's vmlinux and sources (autopsy.Symbols): with them, an
+    # unattended boot that hangs or crashes gets an autopsy.
+    symbols: object = None
 
     @property
     def machine(self):
@@ -186,10 +190,12 @@ class Outcome:
     reason: str
     tail: list
     seconds: float
+    autopsy: str = ""  # the short form of autopsy.txt: where each vCPU or trace was
 
     def explain(self):
         tail = "".join(self.tail)
-        return f"{self.reason}; the last console lines were:\n{tail}"
+        found = f"\nautopsy (autopsy.txt has the rest): {self.autopsy}" if self.autopsy else ""
+        return f"{self.reason}; the last console lines were:\n{tail}{found}"
 
 
 def run_interactive(boot):
@@ -209,6 +215,10 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
     CONSOLE_LIMIT bytes or written more than SHARE_LIMIT bytes into its
     results share. Returns an Outcome."""
     boot.out_dir.mkdir(parents=True, exist_ok=True)
+    # The gdb stub, on a free loopback port, is how a hung guest is read
+    # before it is killed; gdb reads only guests of the host's own kind.
+    if boot.symbols and boot.gdb_port is None and boot.arch.name == os.uname().machine:
+        boot = dataclasses.replace(boot, gdb_port=free_port(0))
     tail = deque(maxlen=TAIL_LINES)
     fatal = []
     printed = [0]
@@ -237,9 +247,10 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
-    stopped = None
+    stopped = found = None
     while proc.poll() is None:
-        if time.monotonic() - begin > timeout:
+        hung = time.monotonic() - begin > timeout
+        if hung:
             stopped = f"the guest did not finish within {timeout} s (hang?)"
         elif printed[0] > CONSOLE_LIMIT:
             stopped = (f"the guest printed more than {CONSOLE_LIMIT // 2**20} MiB on its "
@@ -248,6 +259,8 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
             stopped = (f"the guest wrote more than {SHARE_LIMIT // 2**20} MiB into its "
                        "results share (filling the disk?)")
         if stopped:
+            if hung and boot.symbols and boot.gdb_port:
+                found = autopsy.of_hang(boot.symbols, boot.gdb_port)
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             if "results share" in stopped:
@@ -259,10 +272,17 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
             pass
     reader.join(timeout=5)
     seconds = time.monotonic() - begin
+    if fatal and boot.symbols and not found:
+        with open(console_log, errors="replace") as log:
+            found = autopsy.of_crash(boot.symbols, log.readlines())
+    short = ""
+    if found:
+        (boot.out_dir / "autopsy.txt").write_text(found.text + "\n")
+        short = found.short()
     if stopped:
-        return Outcome(False, stopped, list(tail), seconds)
+        return Outcome(False, stopped, list(tail), seconds, short)
     if fatal:
-        return Outcome(False, f"the guest crashed: {fatal[0]}", list(tail), seconds)
+        return Outcome(False, f"the guest crashed: {fatal[0]}", list(tail), seconds, short)
     if proc.returncode != 0:
         return Outcome(False, f"QEMU exited with status {proc.returncode}", list(tail), seconds)
     return Outcome(True, "the guest finished", list(tail), seconds)

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import arches, initramfs, kbuild, ktap, qemu, settings, stages
+from . import arches, autopsy, initramfs, kbuild, ktap, qemu, settings, stages
 from .errors import LabError
 from .log import info, warn
 from .tree import KernelTree
@@ -37,6 +37,11 @@ class Work:
     @property
     def vmlinux(self):
         return self.obj / "vmlinux"
+
+    @property
+    def symbols(self):
+        arch = arches.ARCHES[self.stage.machine.arch]
+        return autopsy.Symbols(self.vmlinux, self.tree.path, arch.cross_compile)
 
 
 def stage_of_head(tree):
@@ -134,7 +139,8 @@ def run_command(work, command, timeout=None):
     build_kernel(work)
     initrd = build_guest(work, "run", command)
     out = fresh_dir(results_dir(work) / "run")
-    outcome = qemu.run_watched(qemu.Boot(work.kernel, initrd, "run", out, work.stage),
+    outcome = qemu.run_watched(qemu.Boot(work.kernel, initrd, "run", out, work.stage,
+                                         symbols=work.symbols),
                                timeout or work.stage.timeout, out / "console.log", echo=True)
     if not outcome.ok:
         raise LabError(outcome.explain())
@@ -173,7 +179,7 @@ def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=(), only=No
             build_kernel(work, quiet=quiet)
         initrd = build_guest(work, "test", tests=guest_tests)
         boot = qemu.Boot(work.kernel, initrd, "test", out, work.stage,
-                         extra_cmdline=list(extra_cmdline))
+                         extra_cmdline=list(extra_cmdline), symbols=work.symbols)
         outcome = qemu.run_watched(boot, work.stage.timeout, out / "console.log",
                                    echo=not quiet)
         ktap_file = out / "ktap.txt"
