@@ -20,7 +20,7 @@ DEPS = vm/deps.sh
 
 .DEFAULT_GOAL := help
 .PHONY: help deps deps-kernel deps-debug deps-check stages stage kernel boot run test \
-	debug console gdb-test exercise grade solutions check bench book clean \
+	debug console gdb-test exercise grade hint solutions check bench book clean \
 	handout submission grade-class bench-class
 
 help:
@@ -35,6 +35,7 @@ help:
 	@echo "  make kernel [STAGE=NN]      build the stage's kernel"
 	@echo "  make exercise STAGE=NN      create and check out exercise/NN-slug"
 	@echo "  make grade [STAGE=NN] [TREE=path]  grade the exercises in a kernel tree"
+	@echo "  make hint [EXERCISE=name]   the next hint for what the last grade failed"
 	@echo "  make submission STAGE=NN [FORMAT=patch] [OUT=file]  pack your exercise commits"
 	@echo "  make book                   render the chapters (HTML, EPUB, PDF)"
 	@echo
@@ -71,6 +72,9 @@ stages:
 
 stage kernel boot test exercise grade solutions: deps-kernel
 	@$(LAB) $@ $(STAGE_ARGS)
+
+hint:
+	@$(LAB) hint $(STAGE_ARGS) $(if $(EXERCISE),--exercise '$(EXERCISE)')
 
 run: deps-kernel
 	@$(LAB) run $(STAGE_ARGS) --command '$(CMD)'

@@ -50,6 +50,7 @@ class Verdict:
     submission_digest: str = ""
     grader: str = ""
     seconds: float = 0.0
+    hints: dict = field(default_factory=dict)  # {exercise: hint rungs the student was shown}
 
     @property
     def passed(self):
@@ -250,12 +251,13 @@ def grade_class(run, command_for=child_command):
         try:
             commit = submission.import_commit(main, exercise_set, each)
             notes = submission.ignored_changes(main, exercise_set, commit)
+            shown = submission.hints_seen(main, exercise_set, each, commit)
         except submission.BadSubmission as error:
             verdict = failed(each.student, str(error), exercise_set)
             _finish(run, verdict, digest, grader, 0.0)
             verdicts[each.student] = verdict
             continue
-        pending.append((each, digest, commit, notes))
+        pending.append((each, digest, commit, notes, shown))
     skipped = len(found) - len(pending)
     jobs = parallel_grades(run.jobs)
     info(f"{run.stage.slug}: {len(found)} submissions, {skipped} already graded or "
@@ -271,7 +273,7 @@ def grade_class(run, command_for=child_command):
     limit = (run.boot_timeout or run.stage.timeout) + BUILD_ALLOWANCE
 
     def grade_pending(item):
-        each, digest, commit, notes = item
+        each, digest, commit, notes, shown = item
         slot = slots.get()
         try:
             out = workflow.fresh_dir(run.out / each.student)
@@ -281,6 +283,7 @@ def grade_class(run, command_for=child_command):
             verdict = _verdict_from(each.student, out, reason, exercise_set)
             verdict.notes = ([f"ignored changes outside the exercise files: {', '.join(notes)}"]
                              if notes else [])
+            verdict.hints = shown
             _finish(run, verdict, digest, grader, time.monotonic() - begin)
             return verdict
         finally:

@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import kbuild, settings, stages, workflow
+from . import hints, kbuild, ktap, settings, stages, workflow
 from .errors import LabError
 from .log import info
 from .tree import KernelTree
@@ -41,6 +41,7 @@ class Exercise:
     function: str = ""   # a C function whose body is hollowed, or
     span: str = ""       # the name of a marked span of lines
     stub: str = ""
+    hints: list = field(default_factory=list)  # [hints.Hint], keyed to failures
 
     @property
     def what(self):
@@ -78,6 +79,8 @@ def load(stage):
         items = [Exercise(**item) for item in data.get("exercise", [])]
     except TypeError as error:
         raise LabError(f"{settings.shown(path)}: {error}") from None
+    for item in items:
+        item.hints = hints.parse(settings.shown(path), item.name, item.tests, item.hints)
     for item in items:
         if bool(item.function) == bool(item.span):
             raise LabError(f"{settings.shown(path)}: exercise {item.name} needs either "
@@ -314,11 +317,16 @@ def prove(stage):
         ok = not isinstance(solved, LabError) and _row(solved, exercise.name)[1]
         checks.append((f"grader accepts the solution of {exercise.name}", ok,
                        _why(solved, exercise.name, "failed")))
+    exercise_named = {e.name: e for e in exercise_set.exercises}
     for patch, target in wrongs:
         result = results[f"wrong-{patch.stem}"]
         ok = not isinstance(result, LabError) and not _row(result, target)[1]
         checks.append((f"grader rejects wrong solution {patch.stem} ({target})", ok,
                        _why(result, target, "passed")))
+        if ok:
+            keyed, detail = hints.check(exercise_named[target], patch.read_text(),
+                                        result.run.report, hints.console_of(result.run.out))
+            checks.append((f"wrong solution {patch.stem} gets the hint it names", keyed, detail))
     return checks
 
 
@@ -478,7 +486,52 @@ def cmd_grade(args):
     exercise_set = _set_for(work.stage)
     result = grade(work, exercise_set)
     print_grade(result, f"grade for {work.stage.slug} ({work.tree})")
+    failed = [e for e in exercise_set.exercises if not _row(result, e.name)[1]]
+    _print_hints(work, failed, result.run.report, result.run.out)
     return 0 if result.ok else 1
+
+
+def cmd_hint(args):
+    """The next rung of the hint keyed to each failure of the last grade or
+    test run (or of one exercise's, with --exercise)."""
+    work = workflow.select(args.stage, args.tree, switch=False)
+    exercise_set = _set_for(work.stage)
+    out = workflow.results_dir(work)
+    ktap_file = out / "ktap.txt"
+    if not ktap_file.exists():
+        raise LabError(f"no results in {settings.shown(out)} yet: `make grade` first")
+    report = ktap.parse(ktap_file.read_text(errors="replace"))
+    chosen = [e for e in exercise_set.exercises if e.name == args.exercise] \
+        if args.exercise else exercise_set.exercises
+    if not chosen:
+        raise LabError(f"no exercise named {args.exercise} in {work.stage.slug}: "
+                       f"{', '.join(e.name for e in exercise_set.exercises)}")
+    failed = [e for e in chosen if _failed(e, report)]
+    if not failed:
+        info(f"the last results in {settings.shown(out)} show no failure of "
+             f"{args.exercise or 'any exercise'}")
+        return 0
+    _print_hints(work, failed, report, out, climb=True)
+    return 0
+
+
+def _failed(exercise, report):
+    return any(report.find(path) is None for path in exercise.tests) or \
+        bool(hints.failed_paths(report, exercise.tests))
+
+
+def _print_hints(work, failed, report, out, climb=False):
+    """For each failed exercise, the rung reached (or the next, climbing)
+    of the first hint its failure matches."""
+    console = hints.console_of(out)
+    record = hints.Record.of(work.tree, work.stage)
+    for exercise in failed:
+        hint = hints.select(exercise, report, console)
+        if hint is None:
+            print(f"  no hint is keyed to how {exercise.name} failed; its task says: "
+                  f"{exercise.hint}")
+            continue
+        print(hints.format_hint(exercise, hint, record.show(exercise, hint, climb=climb)))
 
 
 def cmd_solutions(args):
@@ -496,4 +549,6 @@ def cmd_solutions(args):
 def register(verb):
     verb("exercise", cmd_exercise, "create and check out the exercise branch")
     verb("grade", cmd_grade, "grade the tree's exercises")
+    p = verb("hint", cmd_hint, "the next hint for each failure of the last grade")
+    p.add_argument("--exercise", default=None)
     verb("solutions", cmd_solutions, "regenerate solutions/NN-slug/*.patch")

@@ -17,11 +17,18 @@ def write(out, stage, names, verdicts):
 def write_csv(path, names, verdicts):
     with open(path, "w", newline="") as handle:
         table = csv.writer(handle)
-        table.writerow(["student", "status", "passed", "total", *names, "reason", "notes"])
+        table.writerow(["student", "status", "passed", "total", *names, "reason", "notes",
+                        "hints shown"])
         for verdict in verdicts:
             table.writerow([verdict.student, verdict.status, verdict.passed, len(names),
                             *("PASS" if verdict.result_of(name) else "FAIL" for name in names),
-                            verdict.reason, "; ".join(verdict.notes)])
+                            verdict.reason, "; ".join(verdict.notes),
+                            hints_shown(verdict)])
+
+
+def hints_shown(verdict):
+    """'rule-match 2, uid-range-in 1': each exercise and how many hints it took."""
+    return ", ".join(f"{name} {count}" for name, count in sorted(verdict.hints.items()))
 
 
 def pass_rates(names, verdicts):
@@ -41,7 +48,7 @@ def write_html(path, stage, names, verdicts):
                         else '<td class="fail">fail</td>' for name in names)
         rows.append(f'<tr><th><a href="#{e(verdict.student)}">{e(verdict.student)}</a></th>'
                     f"<td>{verdict.passed}/{len(names)}</td>{cells}"
-                    f"<td>{e(verdict.reason)}</td></tr>")
+                    f"<td>{e(verdict.reason)}</td><td>{e(hints_shown(verdict))}</td></tr>")
     rate_cells = "".join(f"<td>{rates[name]:.0%}</td>" for name in names)
     failures = []
     for verdict in verdicts:
@@ -69,9 +76,9 @@ pre {{ background: #f4f4f4; padding: .5em; overflow-x: auto; }}
 <h1>Grades for stage {e(stage.slug)}: {e(stage.title)}</h1>
 <p>{len(verdicts)} submissions, graded by <code>make grade-class</code>; {e(when)}.
 The CSV is <a href="grades.csv">grades.csv</a>.</p>
-<table><thead><tr><th>student</th><th>passed</th>{head}<th>reason</th></tr></thead>
+<table><thead><tr><th>student</th><th>passed</th>{head}<th>reason</th><th>hints shown</th></tr></thead>
 <tbody>{''.join(rows)}</tbody>
-<tfoot><tr><th>pass rate</th><td></td>{rate_cells}<td></td></tr></tfoot></table>
+<tfoot><tr><th>pass rate</th><td></td>{rate_cells}<td></td><td></td></tr></tfoot></table>
 <h2>Failures</h2>
 {''.join(failures) or '<p>None.</p>'}
 <p>Each student's full results: <code>{e(settings.shown(path.parent))}/&lt;student&gt;/</code>.</p>

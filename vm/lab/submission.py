@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import exercises, settings, stages
+from . import exercises, hints, settings, stages
 from .errors import LabError
 from .log import info
 from .tree import KernelTree
@@ -111,6 +111,14 @@ def make(stage, tree_path=None, out=None, form="bundle"):
     if head == base:
         raise LabError(f"nothing to submit: HEAD of {tree} is the exercise commit itself; "
                        "commit your work first")
+    # The hints the student was shown travel with the work, for the
+    # class report: as a commit of no change on top (a bundle), or a line
+    # before the first patch, which git apply ignores.
+    shown = hints.Record.of(tree, stage).summary()
+    if shown and form == "bundle":
+        head = tree.git("commit-tree", f"{head}^{{tree}}", "-p", head,
+                        "-m", "lab: the hints this work was shown",
+                        "-m", hints.seen_line(shown)).stdout.strip()
     suffix = "bundle" if form == "bundle" else "patch"
     out = Path(out) if out else settings.BUILD / f"submission-{stage.slug}.{suffix}"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +128,7 @@ def make(stage, tree_path=None, out=None, form="bundle"):
         tree.git("bundle", "create", "-q", str(out.resolve()), f"{base}..{ref}")
     else:
         series = tree.git("format-patch", "--stdout", f"{base}..{head}").stdout
-        out.write_text(series)
+        out.write_text((hints.seen_line(shown) + "\n" if shown else "") + series)
     info(f"{settings.shown(out)}: {stage.slug}, your commits on top of {base[:12]}")
     return out
 
@@ -187,6 +195,16 @@ def _from_patches(tree, base, submission):
         result = tree.git("write-tree", env=env).stdout.strip()
     return tree.git("commit-tree", result, "-p", base, "-m",
                     f"submission of {submission.student}").stdout.strip()
+
+
+def hints_seen(tree, exercise_set, submission, commit):
+    """{exercise: rungs shown} as the submission records it."""
+    if submission.is_bundle:
+        base = exercises.exercise_commit(tree, exercise_set)
+        text = tree.git("log", "--format=%B", f"{base}..{commit}").stdout
+    else:
+        text = b"".join(file.read_bytes() for file in submission.files).decode(errors="replace")
+    return hints.read_seen(text)
 
 
 def ignored_changes(tree, exercise_set, commit):

@@ -9,47 +9,10 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO, git
-from lab import classgrade, exercises, handout, settings, stages, submission
+from conftest import REPO, SOLVED, git, student_commit
+from lab import classgrade, exercises, handout, stages, submission
 from lab.errors import LabError
 from lab.tree import KernelTree
-
-SOLVED = "int rotate(void)\n{\n\treturn 1;\n}\n"
-
-
-@pytest.fixture
-def kit_lab(fake_lab, monkeypatch):
-    """The fake lab with one exercise: rotate()'s body in lru.c."""
-    (fake_lab / "exercises" / "01-demo").mkdir(parents=True)
-    (fake_lab / "exercises" / "01-demo" / "exercises.toml").write_text(
-        'required = []\n[[exercise]]\nname = "rotate"\nfile = "lru.c"\nfunction = "rotate"\n'
-        'summary = "return one"\nhint = "it is one"\nstub = "return 0;"\n'
-        'tests = ["demo/rotate"]\n')
-    (fake_lab / "stages" / "01-demo" / "stage.toml").write_text(
-        'title = "Demo"\n[[test]]\nname = "demo"\nrun = "true"\n')
-    monkeypatch.setattr(settings, "EXERCISES_DIR", fake_lab / "exercises")
-    monkeypatch.setattr(settings, "SOLUTIONS_DIR", fake_lab / "solutions")
-    stage = stages.resolve("01")
-    exercise_set = exercises.load(stage)
-    tree = KernelTree()
-    (fake_lab / "solutions" / "01-demo").mkdir(parents=True)
-    exercise_set.solution_patch(exercise_set.exercises[0]).write_text(
-        exercises.solution_text(tree, exercise_set, exercise_set.exercises[0]))
-    exercises.make_exercise_branch(tree, exercise_set)
-    return fake_lab
-
-
-def student_commit(fake_lab, content, extra=None):
-    """A student's tree on the exercise branch with one commit."""
-    tree = fake_lab / "linux"
-    git(tree, "checkout", "-q", "exercise/01-demo")
-    (tree / "lru.c").write_text(content)
-    if extra:
-        (tree / extra).write_text("something\n")
-        git(tree, "add", extra)
-    git(tree, "commit", "-q", "-am", "my rotate")
-    return git(tree, "rev-parse", "HEAD").strip()
-
 
 # -- submissions -------------------------------------------------------------------
 
