@@ -20,7 +20,7 @@ DEPS = vm/deps.sh
 
 .DEFAULT_GOAL := help
 .PHONY: help deps deps-kernel deps-debug deps-check stages stage kernel boot run test \
-	debug console gdb-test exercise grade hint solutions check bench book clean \
+	debug console gdb-test exercise grade hint watch solutions check bench book clean \
 	handout submission grade-class bench-class
 
 help:
@@ -36,6 +36,7 @@ help:
 	@echo "  make exercise STAGE=NN      create and check out exercise/NN-slug"
 	@echo "  make grade [STAGE=NN] [TREE=path]  grade the exercises in a kernel tree"
 	@echo "  make hint [EXERCISE=name]   the next hint for what the last grade failed"
+	@echo "  make watch [STAGE=NN] [TREE=path]  grade again each time a file is saved"
 	@echo "  make submission STAGE=NN [FORMAT=patch] [OUT=file]  pack your exercise commits"
 	@echo "  make book                   render the chapters (HTML, EPUB, PDF)"
 	@echo
@@ -70,7 +71,7 @@ deps-check:
 stages:
 	@$(LAB) stages
 
-stage kernel boot test exercise grade solutions: deps-kernel
+stage kernel boot test exercise grade watch solutions: deps-kernel
 	@$(LAB) $@ $(STAGE_ARGS)
 
 hint:

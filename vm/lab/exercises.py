@@ -486,8 +486,8 @@ def cmd_grade(args):
     exercise_set = _set_for(work.stage)
     result = grade(work, exercise_set)
     print_grade(result, f"grade for {work.stage.slug} ({work.tree})")
-    failed = [e for e in exercise_set.exercises if not _row(result, e.name)[1]]
-    _print_hints(work, failed, result.run.report, result.run.out)
+    failed = [e for e in exercise_set.exercises if not passed(result, e.name)]
+    print_hints(work, failed, result.run.report, result.run.out)
     return 0 if result.ok else 1
 
 
@@ -511,8 +511,12 @@ def cmd_hint(args):
         info(f"the last results in {settings.shown(out)} show no failure of "
              f"{args.exercise or 'any exercise'}")
         return 0
-    _print_hints(work, failed, report, out, climb=True)
+    print_hints(work, failed, report, out, climb=True)
     return 0
+
+
+def passed(grade_result, name):
+    return _row(grade_result, name)[1]
 
 
 def _failed(exercise, report):
@@ -520,7 +524,7 @@ def _failed(exercise, report):
         bool(hints.failed_paths(report, exercise.tests))
 
 
-def _print_hints(work, failed, report, out, climb=False):
+def print_hints(work, failed, report, out, climb=False):
     """For each failed exercise, the rung reached (or the next, climbing)
     of the first hint its failure matches."""
     console = hints.console_of(out)

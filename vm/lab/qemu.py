@@ -248,28 +248,36 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     stopped = found = None
-    while proc.poll() is None:
-        hung = time.monotonic() - begin > timeout
-        if hung:
-            stopped = f"the guest did not finish within {timeout} s (hang?)"
-        elif printed[0] > CONSOLE_LIMIT:
-            stopped = (f"the guest printed more than {CONSOLE_LIMIT // 2**20} MiB on its "
-                       "console (output without end?)")
-        elif disk_usage(boot.out_dir) - share_before > SHARE_LIMIT:
-            stopped = (f"the guest wrote more than {SHARE_LIMIT // 2**20} MiB into its "
-                       "results share (filling the disk?)")
-        if stopped:
-            if hung and boot.symbols and boot.gdb_port:
-                found = autopsy.of_hang(boot.symbols, boot.gdb_port)
+    try:
+        while proc.poll() is None:
+            hung = time.monotonic() - begin > timeout
+            if hung:
+                stopped = f"the guest did not finish within {timeout} s (hang?)"
+            elif printed[0] > CONSOLE_LIMIT:
+                stopped = (f"the guest printed more than {CONSOLE_LIMIT // 2**20} MiB on its "
+                           "console (output without end?)")
+            elif disk_usage(boot.out_dir) - share_before > SHARE_LIMIT:
+                stopped = (f"the guest wrote more than {SHARE_LIMIT // 2**20} MiB into its "
+                           "results share (filling the disk?)")
+            if stopped:
+                if hung and boot.symbols and boot.gdb_port:
+                    found = autopsy.of_hang(boot.symbols, boot.gdb_port)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                if "results share" in stopped:
+                    truncate_runaway_files(boot.out_dir, begin_wall, console_log)
+                break
+            try:
+                proc.wait(timeout=POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+    except BaseException:
+        # Ctrl-C (or a bug) in the lab: QEMU is in a session of its own,
+        # out of the terminal's reach, so it must not outlive the lab.
+        if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            if "results share" in stopped:
-                truncate_runaway_files(boot.out_dir, begin_wall, console_log)
-            break
-        try:
-            proc.wait(timeout=POLL_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
+        raise
     reader.join(timeout=5)
     seconds = time.monotonic() - begin
     if fatal and boot.symbols and not found:

@@ -19,6 +19,7 @@ RUN_BY = {
     "make test": "vm/lab/check.py::guest_tier",
     "make exercise STAGE=01": "vm/lab/check.py::guest_tier",
     "make grade": "vm/lab/check.py::guest_tier",
+    "make watch": "vm/tests/test_watch.py::test_make_watch_grades_each_saved_change_and_stops_on_ctrl_c",
     "make hint": "vm/tests/test_hints.py::test_make_hint_climbs_for_the_failures_of_the_last_results",
     "make book": "vm/tests/test_book.py::test_real_book_builds_all_formats_without_warnings",
     "make handout STAGES=01,02": "vm/lab/check.py::handout_tier",
