@@ -76,18 +76,20 @@ def parse(where, exercise_name, tests, entries):
 
 
 def failed_paths(report, tests):
-    """Every failed result under the exercise's tests, as 'a/b/c' paths."""
+    """Every failed result at or under the exercise's tests, as 'a/b/c'
+    paths. A skip is not a mistake, and a sibling's failure (another
+    exercise's case in the same suite) is not this exercise's."""
     found = []
 
     def walk(results, prefix):
         for result in results:
             path = f"{prefix}{result.name}"
-            if not result.ok or result.skipped:
+            if not result.ok:
                 found.append(path)
             walk(result.children, path + "/")
     walk(report.results, "")
-    tops = {path.split("/")[0] for path in tests}
-    return [path for path in found if path.split("/")[0] in tops]
+    return [path for path in found
+            if any(path == test or path.startswith(test + "/") for test in tests)]
 
 
 def select(exercise, report, console_text):

@@ -82,12 +82,24 @@ def _parse_level(lines, depth):
             i += 1
             continue
         if indent > depth * 4:
-            # A nested block: collect every deeper line and parse it as one level down.
-            j = i
-            while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > depth * 4):
+            # A nested block: every deeper line, parsed as one level down,
+            # up to this level's next plan or result. A less indented line
+            # that is neither (a message's continuation, console noise)
+            # does not end the block: ending it there would lose the
+            # results before it.
+            block, j = [], i
+            while j < len(lines):
+                later, shown = lines[j], lines[j].strip()
+                if shown and _indent(later) <= depth * 4:
+                    if PLAN.match(shown) or RESULT.match(shown) or VERSION.match(shown):
+                        break
+                    if shown.startswith("#") and _indent(later) == depth * 4:
+                        pending_diag.append(shown)
+                else:
+                    block.append(later)
                 j += 1
-            child = _parse_level(lines[i:j], depth + 1)
-            pending_children = child.results
+            child = _parse_level(block, depth + 1)
+            pending_children = pending_children + child.results
             problems += child.problems
             i = j
             continue

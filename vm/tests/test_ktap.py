@@ -90,3 +90,30 @@ def test_a_skip_is_not_counted_as_a_pass():
     assert [r.name for r in report.passed] == ["a"]
     assert [r.name for r in report.skipped] == ["b"]
     assert report.ok
+
+
+def test_a_less_indented_message_inside_a_nested_block_does_not_split_it():
+    # KUnit's own failure messages: a case's message continues on lines
+    # less indented than the case, and a log cut at its size limit runs
+    # two lines together. Every case's result must still be there.
+    report = ktap.parse("""KTAP version 1
+1..1
+    KTAP version 1
+    1..1
+        KTAP version 1
+        1..3
+        ok 1 first
+        # second: EXPECTATION FAILED at test.c:315
+    shrink by 3: deleted 3 [19 18 17], want 3 [0 1 2]
+[    1.234] a kernel message
+        not ok 2 second
+        ok 3 third
+    # parent-level diagnostic
+    not ok 1 suite
+not ok 1 kunit
+""")
+    suite = report.find("kunit/suite")
+    assert [(c.name, c.ok) for c in suite.children] == [
+        ("first", True), ("second", False), ("third", True)]
+    assert not report.problems
+    assert "# parent-level diagnostic" in suite.diagnostics
