@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from . import debugger, exercises, handout, settings, stages, workflow
 from .errors import LabError
 from .log import info
-from .tree import KernelTree
+from .tree import KernelTree, release_workshops
 
 PYTHON = "/usr/bin/python3"  # Debian's, which has python3-pytest
 
@@ -235,6 +235,9 @@ def cmd_check(args):
         workshop = KernelTree().workshop()
         os.environ["LAB_TEST_OBJ"] = str(workflow.Work(workshop, stages.latest()).obj)
         os.environ["LAB_TEST_TREE"] = str(workshop.path)
+        # The tests break kernels of their own in the second workshop.
+        exercises.wait_for_workshops()
+        release_workshops()
         # Grading a class of misbehaving submissions takes minutes: a run
         # for one stage leaves it out.
         class_tests = settings.REPO / "vm" / "tests" / "test_class_fixtures.py"

@@ -341,6 +341,14 @@ def _workshop_busy(number):
     return _WORKSHOP_BUSY.setdefault(number, threading.Lock())
 
 
+def wait_for_workshops():
+    """Until no workshop is building: a cold workshop's first build may go
+    on after its stage's proofs have ended."""
+    for busy in list(_WORKSHOP_BUSY.values()):
+        with busy:
+            pass
+
+
 def _is_cold(tree, stage):
     """True when the tree has never been built for the stage's machine."""
     return not (kbuild.object_dir(tree.path, stage.machine.arch) / "lab-build.key").exists()

@@ -287,6 +287,14 @@ def _hold_workshop_lock(path):
     _workshop_locks[path] = lock
 
 
+def release_workshops():
+    """Give up this process's workshop locks, for a child process (make
+    check's kernel-tier tests) that works in a workshop; the next use here
+    takes them again."""
+    for path in list(_workshop_locks):
+        _workshop_locks.pop(path).close()
+
+
 def _previous(stage):
     earlier = stage_data.upto(stage)[:-1]
     return earlier[-1] if earlier else None
