@@ -285,8 +285,9 @@ def print_grade(grade_result, title):
 # -- the proof that graders discriminate (part of make check) ----------------
 
 def prove(stage):
-    """[(name, ok, detail)]: the grader fails on the skeleton, passes on the
-    solutions, and fails each wrong solution on the exercise it names."""
+    """[(name, ok, detail[, skipped])]: the grader fails on the skeleton,
+    passes on the solutions, and fails each wrong solution on the exercise
+    it names, which gets the hint the wrong solution names."""
     exercise_set = load(stage)
     if not exercise_set:
         return []
@@ -323,10 +324,16 @@ def prove(stage):
         ok = not isinstance(result, LabError) and not _row(result, target)[1]
         checks.append((f"grader rejects wrong solution {patch.stem} ({target})", ok,
                        _why(result, target, "passed")))
-        if ok:
-            keyed, detail = hints.check(exercise_named[target], patch.read_text(),
-                                        result.run.report, hints.console_of(result.run.out))
-            checks.append((f"wrong solution {patch.stem} gets the hint it names", keyed, detail))
+        if not ok:
+            continue
+        name = f"wrong solution {patch.stem} gets the hint it names"
+        if not exercise_named[target].hints:
+            # Reported as a skip, never as a pass: nothing was proven.
+            checks.append((name, True, f"exercise {target} has no hints yet", True))
+            continue
+        keyed, detail = hints.check(exercise_named[target], patch.read_text(),
+                                    result.run.report, hints.console_of(result.run.out))
+        checks.append((name, keyed, detail))
     return checks
 
 
