@@ -1,4 +1,5 @@
 """Booting a teaching kernel under QEMU, interactively or under a watchdog."""
+import ctypes
 import dataclasses
 import os
 import re
@@ -227,7 +228,7 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
     begin_wall = time.time()
     proc = subprocess.Popen(boot.command("stdio"), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=die_with_the_lab)
     if started:
         started(proc)
 
@@ -294,6 +295,15 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
     if proc.returncode != 0:
         return Outcome(False, f"QEMU exited with status {proc.returncode}", list(tail), seconds)
     return Outcome(True, "the guest finished", list(tail), seconds)
+
+
+def die_with_the_lab():
+    """In a QEMU child, before exec: the kernel kills it when the lab's
+    thread that started it dies, however that happens (SIGKILL, SIGHUP
+    from a closed terminal): a guest in a session of its own would
+    otherwise run on, out of everyone's reach."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def truncate_runaway_files(directory, since, keep):

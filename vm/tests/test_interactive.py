@@ -35,6 +35,10 @@ class Terminal:
         def controlling_terminal():
             os.setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            # As a login shell's would: a check started in the background
+            # (nohup make check &) passes on an ignored SIGINT otherwise.
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
         self.proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave,
                                      preexec_fn=controlling_terminal, cwd=settings.REPO,
