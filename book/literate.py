@@ -610,8 +610,10 @@ def exercised() -> tuple[Exercised, ...]:
         for item in data.get("exercise", []):
             found.append(Exercised(item.get("name", ""), toml.parent.name, item.get("file", ""),
                                    item.get("function", ""), item.get("span", ""),
+                                   # What a listing's folding needs; the hints
+                                   # (tables) are for failed grades only.
                                    tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
-                                                for k, v in item.items()))))
+                                                for k, v in item.items() if k != "hints"))))
     return tuple(found)
 
 
