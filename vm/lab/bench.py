@@ -8,6 +8,7 @@ import platform
 import re
 import select
 import shutil
+import signal
 import statistics
 import subprocess
 import time
@@ -143,6 +144,7 @@ def cmd_bench(args):
                  f"{loop - lab_init:.2f} s above the boot; target: at most 1.0 s above"))
 
     rows += grade_loop_rows(main)
+    rows += watch_rows(main)
 
     latest = stages.latest()
     if latest.number != work.stage.number:
@@ -185,6 +187,40 @@ def grade_loop_rows(main):
     return [(f"`make grade STAGE={stage.number}` after one exercised function changed "
              f"({wrong.stem}, whose grade {verdict})", f"{seconds:.1f} s",
              "target: at most 12 s")]
+
+
+def watch_rows(main):
+    """make watch's latency: from a saved change (one of the first graded
+    stage's wrong solutions) to its verdict on the terminal."""
+    from . import exercises
+    stage = next((s for s in stages.all_stages() if exercises.load(s)), None)
+    if stage is None:
+        return []
+    wrong = exercises.load(stage).wrong_solutions[0]
+    tree = main.reset_workshop(stage.branch)
+    info(f"make watch: {stage.slug} graded, then {wrong.name} saved")
+    watcher = subprocess.Popen(
+        ["make", "-s", "-C", str(settings.REPO), "watch", f"TREE={tree.path}",
+         f"STAGE={stage.number}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+
+    def next_verdict():
+        for line in watcher.stdout:
+            if "waiting for a change" in line:
+                return
+        raise LabError("make watch ended before its verdict")
+    try:
+        next_verdict()
+        begin = time.monotonic()
+        tree.git("apply", str(wrong))
+        next_verdict()
+        seconds = time.monotonic() - begin
+    finally:
+        os.killpg(watcher.pid, signal.SIGINT)
+        watcher.wait()
+    main.reset_workshop(stage.branch)
+    return [(f"`make watch STAGE={stage.number}`: a saved change to its verdict",
+             f"{seconds:.1f} s", "the grade plus at most 1.5 s to see the save settle")]
 
 
 def write_section(section, heading):
