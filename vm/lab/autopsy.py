@@ -73,8 +73,7 @@ def is_machinery(frame):
 
 
 def culprit(frames):
-    """The innermost frame outside the kernel's machinery, and the
-    innermost frame of all (what it was doing there)."""
+    """The innermost frame outside the kernel's machinery, or None."""
     for frame in frames:
         if not is_machinery(frame):
             return frame

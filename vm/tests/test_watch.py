@@ -52,13 +52,24 @@ def test_make_watch_grades_each_saved_change_and_stops_on_ctrl_c(tested_stage):
         term.close()
 
 
-def test_ctrl_c_in_make_run_ends_the_guest_with_the_lab(tested_stage):
-    tree = KernelTree().reset_workshop(tested_stage.branch, number=2)
-    term = Terminal(make("run", tree.path, f"STAGE={tested_stage.number}",
+def guest_running_a_long_command(stage):
+    """make run of a command that outlasts the test, in a terminal, once
+    the guest runs it: the terminal and the tree whose QEMU to look for."""
+    tree = KernelTree().reset_workshop(stage.branch, number=2)
+    term = Terminal(make("run", tree.path, f"STAGE={stage.number}",
                          "CMD=echo lab-run-started; sleep 600"))
     try:
         term.expect(r"lab-run-started", seconds=600)
         assert qemu_running(str(tree.path))
+    except BaseException:
+        term.close()
+        raise
+    return term, tree
+
+
+def test_ctrl_c_in_make_run_ends_the_guest_with_the_lab(tested_stage):
+    term, tree = guest_running_a_long_command(tested_stage)
+    try:
         term.send(CTRL_C)
         assert term.wait(30) != 0
         assert not qemu_running(str(tree.path)), "QEMU outlived the lab"
@@ -69,14 +80,8 @@ def test_ctrl_c_in_make_run_ends_the_guest_with_the_lab(tested_stage):
 def test_a_killed_lab_takes_its_guest_with_it(tested_stage):
     """No cleanup runs in a lab killed outright (SIGKILL, or a closed
     terminal's SIGHUP): the kernel ends its guest."""
-    tree = KernelTree().reset_workshop(tested_stage.branch, number=2)
-    term = Terminal(make("run", tree.path, f"STAGE={tested_stage.number}",
-                         "CMD=echo lab-run-started; sleep 600"))
-    try:
-        term.expect(r"lab-run-started", seconds=600)
-        assert qemu_running(str(tree.path))
-    finally:
-        term.close()  # SIGKILL to make and the lab
+    term, tree = guest_running_a_long_command(tested_stage)
+    term.close()  # SIGKILL to make and the lab
     deadline = time.monotonic() + 10
     while qemu_running(str(tree.path)) and time.monotonic() < deadline:
         time.sleep(0.2)
