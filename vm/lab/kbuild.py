@@ -1,8 +1,11 @@
 """Configure and build a teaching kernel out of tree (O=).
 
 The config is tinyconfig + vm/base.config + the architecture's fragment
-(vm/arch/<arch>.config) + every stage fragment up to the chosen stage. merge_config.sh silently drops symbols whose dependencies are
-unmet, so every requested value is checked afterwards.
+(vm/arch/<arch>.config) + every stage fragment of that architecture, the
+chosen stage's and its predecessors' last, so that theirs win.
+merge_config.sh silently drops symbols whose dependencies are unmet, so
+every value the chosen stages request is checked afterwards; the later
+stages' fragments are carried where the tree has their symbols.
 """
 import contextlib
 import hashlib
@@ -13,7 +16,7 @@ import subprocess
 from collections import deque
 from pathlib import Path
 
-from . import arches, settings
+from . import arches, settings, stages
 from .errors import LabError
 from .log import info
 
@@ -82,9 +85,31 @@ def parse_fragment(path):
 
 
 def fragments_for(stage_list):
+    """The fragments whose every value the build checks: the base, the
+    architecture's and those of these stages."""
     frags = [settings.BASE_CONFIG, settings.ARCH_CONFIG_DIR / arch_of(stage_list).fragment]
     frags += [s.config_fragment for s in stage_list if s.config_fragment]
     return frags
+
+
+def carried_fragments(stage_list):
+    """The fragments of the later stages of the same architecture. Every
+    stage of a machine builds with them, so that moving between stages
+    reconfigures nothing: a later stage's option that touches common
+    headers (CONFIG_USER_NS, CONFIG_LWTUNNEL) otherwise rebuilds half the
+    kernel on every move, in every tree. Their symbols that an earlier
+    tree lacks are dropped, and none of their values is checked."""
+    chosen = {s.slug for s in stage_list}
+    arch = stage_list[-1].machine.arch
+    return [s.config_fragment for s in stages.all_stages()
+            if s.slug not in chosen and s.config_fragment and s.machine.arch == arch]
+
+
+def merge_order(stage_list):
+    """Every fragment merged, in order: the base and the architecture's,
+    the carried ones, then the chosen stages', which override them."""
+    checked = fragments_for(stage_list)
+    return checked[:2] + carried_fragments(stage_list) + checked[2:]
 
 
 def unmet_requests(fragments, config_path):
@@ -158,7 +183,7 @@ def configure(tree, obj, stage_list):
     steps = [
         base + [arch.defconfig_target],
         [str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(scratch),
-         str(candidate), *map(str, frags)],
+         str(candidate), *map(str, merge_order(stage_list))],
         base + ["olddefconfig"],
     ]
     for step in steps:
@@ -231,7 +256,7 @@ def config_key(tree, stage_list):
     compiler = Path(compiler).resolve()
     digest = hashlib.sha256(f"{state}|{arch.name}|{compiler}|"
                             f"{compiler.stat().st_mtime_ns}".encode())
-    for frag in fragments_for(stage_list):
+    for frag in merge_order(stage_list):
         digest.update(str(frag).encode() + b"\0" + Path(frag).read_bytes())
     return digest.hexdigest()
 
@@ -248,7 +273,7 @@ def build_key(tree, obj, stage_list, targets, arch):
     compiler = Path(compiler).resolve()
     digest.update(f"{obj}|{arch.name}|{' '.join(targets)}|{compiler}|"
                   f"{compiler.stat().st_mtime_ns}".encode())
-    for frag in fragments_for(stage_list):
+    for frag in merge_order(stage_list):
         digest.update(str(frag).encode() + b"\0" + Path(frag).read_bytes())
     return digest.hexdigest()
 

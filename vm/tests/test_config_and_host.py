@@ -38,6 +38,21 @@ def test_every_fragment_is_well_formed():
                 f"{frag}: cannot parse '{line}'"
 
 
+def test_a_stage_builds_with_every_fragment_of_its_architecture_its_own_last():
+    everything = set(kbuild.fragments_for(stages.all_stages()))
+    for stage in stages.all_stages():
+        chosen = stages.upto(stage)
+        order = kbuild.merge_order(chosen)
+        assert len(order) == len(set(order)), f"{stage.slug}: a fragment merged twice"
+        same_arch = {f for f in everything if not any(
+            s.config_fragment == f and s.machine.arch != stage.machine.arch
+            for s in stages.all_stages())}
+        assert set(order) == same_arch, stage.slug
+        own = kbuild.fragments_for(chosen)[2:]
+        assert order[len(order) - len(own):] == own, \
+            f"{stage.slug}: its own fragments must be merged last, so that they win"
+
+
 def test_paravirtual_kvm_is_not_taken_for_real_kvm(tmp_path, monkeypatch):
     monkeypatch.delenv("ACCEL", raising=False)
     modules = tmp_path / "modules"

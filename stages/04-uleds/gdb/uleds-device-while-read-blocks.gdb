@@ -9,7 +9,12 @@
 # device's wait queue, new_data is false, brightness is 0. gdb prints the
 # uleds_device, then walks the wait queue to the task that waits on it.
 # After `finish` (back in the LED core), brightness is 42, new_data is true and the queue is
-# empty: the wake-up took uledmon's entry off it. Each dump is kept in
+# empty: the wake-up took uledmon's entry off it.
+#
+# The finish runs with scheduler-locking on, so that only this vCPU runs:
+# otherwise the woken uledmon may run its read() on another vCPU before
+# the finish stops, and clear new_data before gdb looks (a real race, seen
+# once in CI). QEMU's gdb stub honours a vCont that resumes a single vCPU. Each dump is kept in
 # $LAB_OUT (1-blocked.txt, 2-woken.txt); the guest adds uledmon-walk.txt.
 #
 # run: lab-uleds-walk
@@ -107,7 +112,9 @@ break uleds_brightness_set if brightness == 42
 continue
 python walk.at_set()
 print $udev->user_dev
+set scheduler-locking on
 finish
+set scheduler-locking off
 python walk.after_set()
 
 delete
