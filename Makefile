@@ -43,6 +43,7 @@ help:
 	@echo "For instructors (docs/instructors.md):"
 	@echo "  make handout STAGES=01,02 [OUT=dir]  the students' hand-out, without solutions"
 	@echo "  make grade-class STAGE=NN SUBMISSIONS=dir/ [JOBS=N] [OUT=dir]  grade a class"
+	@echo "  make solutions STAGE=NN     write the solution patches from the exercise data"
 	@echo
 	@echo "  make check                  run every test; ends with 'N passed, N failed, N skipped'"
 	@echo "                              (STAGE=NN: only that stage's guest tier; TIER=host|guest)"

@@ -2,6 +2,7 @@
 student's uncommitted work is never discarded, and what of a stage goes
 into its initramfs."""
 import os
+import re
 import subprocess
 
 import pytest
@@ -48,6 +49,14 @@ def test_unknown_stage_from_the_front_door():
     assert result.returncode != 0
     assert "unknown stage '99-nonexistent'" in result.stderr
     assert "00-base" in result.stderr
+
+
+def test_make_stages_lists_every_stage():
+    shown = subprocess.run(["make", "-s", "stages"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout
+    for stage in stages.all_stages():
+        assert re.search(rf"^\s*{stage.number}\s+{re.escape(stage.slug)}\b", shown, re.M), \
+            f"make stages does not list {stage.slug}:\n{shown}"
 
 
 def test_stage_branch_is_previous_stage_plus_series(fake_lab):
