@@ -15,6 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+# KTAP through the lab's one writer (vm/lab/ktap.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "vm"))
+from lab import ktap  # noqa: E402
+
 
 class Conf:
     """Runs conf on the puzzle through the kernel's make, as a student would:
@@ -64,23 +68,6 @@ def read_predictions(path):
             raise ValueError(f"{path}: expected 'fragment symbol value choices': {line!r}")
         rows.append(fields)
     return rows
-
-
-class Report:
-    def __init__(self):
-        self.lines, self.count, self.failed = [], 0, 0
-
-    def result(self, name, ok, why=""):
-        self.count += 1
-        self.failed += not ok
-        if why:
-            self.lines += [f"# {line}" for line in why.splitlines()]
-        self.lines.append(f"{'ok' if ok else 'not ok'} {self.count} {name}")
-
-    def print(self):
-        print("KTAP version 1")
-        print(f"1..{self.count}")
-        print("\n".join(self.lines))
 
 
 def grade_predictions(conf, puzzle, report):
@@ -138,14 +125,13 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         workdir = Path(obj) / "lab-imply-puzzle" if obj else Path(scratch)
         conf = Conf(tree, puzzle, workdir)
-        report = Report()
+        report = ktap.Writer()
         try:
             grade_predictions(conf, tree / puzzle, report)
             grade_goal(conf, tree / puzzle, report)
         except (RuntimeError, ValueError) as error:
             report.result("conf_runs", False, str(error))
-        report.print()
-    return 1 if report.failed else 0
+        return report.finished()
 
 
 if __name__ == "__main__":

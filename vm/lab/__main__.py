@@ -2,7 +2,7 @@
 import argparse
 import sys
 
-from . import (bench, check, classgrade, debugger, exercises, handout, stages,
+from . import (bench, check, classgrade, debugger, exercises, handout, settings, stages,
                submission, watch, workflow)
 from .errors import LabError
 
@@ -57,12 +57,13 @@ def cmd_debug(args):
 
 def cmd_gdb_test(args):
     work = workflow.select(args.stage, args.tree)
-    scripts = work.stage.gdb_scripts
-    if not scripts:
+    scripts, on_host = work.stage.gdb_scripts, work.stage.host_walkthroughs
+    if not scripts and not on_host:
         print(f"stage {work.stage.slug} has no gdb walkthroughs")
         return 0
-    workflow.build_kernel(work)
     failed = 0
+    if scripts:
+        workflow.build_kernel(work)
     for script in scripts:
         missing, out = debugger.run_walkthrough(work, script)
         if missing:
@@ -70,6 +71,16 @@ def cmd_gdb_test(args):
             print(f"FAIL  {script.name}: expected /{missing}/ in {out / 'gdb.log'}")
         else:
             print(f"PASS  {script.name}")
+    if on_host:
+        # Where `make test` leaves them: the host walkthroughs write under
+        # their results directory's gdb/, as the guest's do.
+        out = workflow.results_dir(work)
+        out.mkdir(parents=True, exist_ok=True)
+        report = workflow.run_host_tests(work, out, True, on_host, "gdb-host")
+        for result in report.results:
+            failed += not result.ok
+            print(f"{result.status}  {result.name} (on the host)"
+                  + ("" if result.ok else f": see {settings.shown(out / 'gdb-host-ktap.txt')}"))
     return 1 if failed else 0
 
 

@@ -1,6 +1,7 @@
 """A KTAP (and TAP 13/14) parser, tolerant of kernel messages interleaved in
 the stream, strict about the plan: a test list that stops early fails."""
 import re
+import sys
 from dataclasses import dataclass, field
 
 VERSION = re.compile(r"^(K?TAP) version (\d+)\s*$")
@@ -126,3 +127,41 @@ def _parse_level(lines, depth):
         problems.append(f"the plan announced {planned} tests but {len(results)} reported "
                         "(did the run stop early?)")
     return Report(results, planned, problems)
+
+
+class Writer:
+    """KTAP for the lab's Python test programs, as vm/guest/lab/lib/ktap.sh
+    is for the guest's scripts: one plan, counted from the results, and an
+    exit status derived from the counts, so that no program keeps its own.
+    The results are printed by finished(), which returns that status: 0
+    when every result passed or skipped, 4 (kselftest's KSFT_SKIP) when
+    all of them skipped, 1 otherwise or when there was none."""
+
+    def __init__(self):
+        self.lines, self.passed, self.failed, self.skipped = [], 0, 0, 0
+
+    def _add(self, verdict, name, why, directive=""):
+        self.lines += [f"# {line}" for line in why.splitlines()]
+        number = self.passed + self.failed + self.skipped
+        self.lines.append(f"{verdict} {number} {name}" + (f" # {directive}" if directive else ""))
+
+    def result(self, name, ok, why=""):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+        self._add("ok" if ok else "not ok", name, why)
+
+    def skip(self, name, why):
+        self.skipped += 1
+        self._add("ok", name, "", f"SKIP {why}")
+
+    def finished(self, out=None):
+        out = out or sys.stdout
+        count = self.passed + self.failed + self.skipped
+        out.write("KTAP version 1\n" + f"1..{count}\n"
+                  + "".join(line + "\n" for line in self.lines))
+        out.flush()
+        if self.failed or not count:
+            return 1
+        return 4 if self.skipped == count else 0

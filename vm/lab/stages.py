@@ -20,6 +20,7 @@ SIZE_RE = re.compile(r"^\d+[KMG]$")
 class Test:
     name: str
     command: str
+    walkthrough: bool = False  # a host test that is a gdb walkthrough
 
 
 @dataclass(frozen=True)
@@ -161,14 +162,25 @@ class Stage:
         into plots or tables (same format and rules as host tests)."""
         return self._tests("host_report")
 
+    @property
+    def host_walkthroughs(self):
+        """Host tests that are gdb walkthroughs (`walkthrough = true`): a
+        program that runs on the host, such as Kconfig's conf, is debugged
+        there, and `make gdb-test` runs them with the guest's."""
+        return [t for t in self.host_tests if t.walkthrough]
+
     def _tests(self, key):
         tests = []
+        allowed = {"name", "run", "walkthrough"} if key == "host_test" else {"name", "run"}
         for entry in self.data.get(key, []):
             name, command = entry.get("name"), entry.get("run")
-            if not name or not command or set(entry) - {"name", "run"}:
+            if not name or not command or set(entry) - allowed \
+                    or not isinstance(entry.get("walkthrough", False), bool):
                 raise LabError(f"{settings.shown(self.declaration)}: every [[{key}]] has a "
-                               f"name and a run command, and nothing else (got {entry})")
-            tests.append(Test(name, command))
+                               f"name and a run command"
+                               + (", and may say walkthrough = true" if key == "host_test" else "")
+                               + f", and nothing else (got {entry})")
+            tests.append(Test(name, command, entry.get("walkthrough", False)))
         names = [t.name for t in tests]
         if len(set(names)) != len(names):
             raise LabError(f"{settings.shown(self.declaration)}: [[{key}]] names repeat: {names}")

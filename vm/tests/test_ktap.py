@@ -117,3 +117,25 @@ not ok 1 kunit
         ("first", True), ("second", False), ("third", True)]
     assert not report.problems
     assert "# parent-level diagnostic" in suite.diagnostics
+
+
+def test_the_writer_counts_its_plan_and_derives_the_exit_status():
+    import io
+    writer = ktap.Writer()
+    writer.result("first", True)
+    writer.result("second", False, "why it failed\non two lines")
+    writer.skip("third", "needs three CPUs")
+    out = io.StringIO()
+    assert writer.finished(out) == 1
+    report = ktap.parse(out.getvalue())
+    assert report.planned == 3 and not report.problems
+    assert [r.status for r in report.results] == ["PASS", "FAIL", "SKIP"]
+    assert "on two lines" in " ".join(report.results[1].diagnostics)
+
+    skipped = ktap.Writer()
+    skipped.skip("only", "not here")
+    assert skipped.finished(io.StringIO()) == 4
+    passed = ktap.Writer()
+    passed.result("only", True)
+    assert passed.finished(io.StringIO()) == 0
+    assert ktap.Writer().finished(io.StringIO()) == 1, "no result at all is a failure"

@@ -209,6 +209,24 @@ def test_unknown_program_kind_is_refused(fake_lab):
         stage.programs
 
 
+def test_a_host_test_may_be_a_walkthrough_and_nothing_else(fake_lab):
+    stage = stages.resolve("01")
+    (stage.path / "stage.toml").write_text(
+        'title = "Demo"\n[[host_test]]\nname = "conf"\nrun = "true"\n'
+        '[[host_test]]\nname = "gdb_conf"\nrun = "true"\nwalkthrough = true\n')
+    assert [t.name for t in stage.host_walkthroughs] == ["gdb_conf"]
+    assert [t.name for t in stage.host_tests] == ["conf", "gdb_conf"]
+    for bad in ('walkthrough = "yes"', 'timeout = 5'):
+        (stage.path / "stage.toml").write_text(
+            f'title = "Demo"\n[[host_test]]\nname = "x"\nrun = "true"\n{bad}\n')
+        with pytest.raises(LabError, match="may say walkthrough = true"):
+            stage.host_tests
+    (stage.path / "stage.toml").write_text(
+        'title = "Demo"\n[[test]]\nname = "x"\nrun = "true"\nwalkthrough = true\n')
+    with pytest.raises(LabError, match="a name and a run command, and nothing else"):
+        stage.tests
+
+
 def test_a_library_reached_through_a_symlinked_dir_is_copied_once(tmp_path):
     # Debian's /lib is a symlink to /usr/lib: ldd names a library under the
     # first, and the guest must get one copy, under both names.
