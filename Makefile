@@ -20,7 +20,7 @@ DEPS = vm/deps.sh
 
 .DEFAULT_GOAL := help
 .PHONY: help deps deps-kernel deps-debug deps-check stages stage kernel boot run test \
-	debug console gdb-test exercise grade hint watch solutions check bench book clean \
+	debug console gdb-test experiment exercise grade hint watch solutions check bench book clean \
 	handout submission grade-class bench-class
 
 help:
@@ -31,6 +31,7 @@ help:
 	@echo "  make test [STAGE=NN]        run the stage's guest tests (KTAP)"
 	@echo "  make debug [STAGE=NN]       boot paused with gdb attached (console: make console)"
 	@echo "  make gdb-test [STAGE=NN]    run the stage's gdb walkthroughs in batch mode"
+	@echo "  make experiment [STAGE=NN] [NAME=x]  the stage's kernel with an experiment's patch"
 	@echo "  make stage STAGE=NN         prepare and check out the stage branch"
 	@echo "  make kernel [STAGE=NN]      build the stage's kernel"
 	@echo "  make exercise STAGE=NN      create and check out exercise/NN-slug"
@@ -86,6 +87,9 @@ debug: deps-debug
 
 gdb-test: deps-debug
 	@$(LAB) gdb-test $(STAGE_ARGS)
+
+experiment: deps-kernel
+	@$(LAB) experiment $(STAGE_ARGS) $(if $(NAME),--name '$(NAME)')
 
 console: deps-debug
 	@test -S $(BUILD)/console.sock || { echo "no guest is running under make debug"; exit 2; }

@@ -2,8 +2,8 @@
 import argparse
 import sys
 
-from . import (bench, check, classgrade, debugger, exercises, handout, settings, stages,
-               submission, watch, workflow)
+from . import (bench, check, classgrade, debugger, exercises, experiments, handout, settings,
+               stages, submission, watch, workflow)
 from .errors import LabError
 
 
@@ -107,7 +107,8 @@ def main(argv=None):
     verb("test", cmd_test, "run the stage's guest tests")
     verb("debug", cmd_debug, "boot paused with gdb attached", command=True)
     verb("gdb-test", cmd_gdb_test, "run the stage's gdb walkthroughs")
-    for module in (check, exercises, watch, bench, submission, classgrade, handout):
+    for module in (check, exercises, experiments, watch, bench, submission, classgrade,
+                   handout):
         module.register(verb)
 
     args = parser.parse_args(argv)

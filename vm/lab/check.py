@@ -10,7 +10,7 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 
-from . import debugger, exercises, handout, settings, stages, workflow
+from . import debugger, exercises, experiments, handout, settings, stages, workflow
 from .errors import LabError
 from .log import info
 from .tree import KernelTree, release_workshops
@@ -107,9 +107,22 @@ def guest_tier(tally, stage):
     for name, ok, detail, *skipped in exercises.prove(stage):
         tally.record(f"stage {stage.slug}: {name}", ok, detail, skipped=bool(skipped))
     clock.append(time.monotonic())
-    build_and_test, walkthroughs, proofs = (b - a for a, b in zip(clock, clock[1:]))
+    for experiment in stage.experiments:
+        label = f"stage {stage.slug}: experiment {experiment.name}"
+        try:
+            test_run = experiments.run(stage, experiment)
+        except LabError as error:
+            tally.record(label, False, str(error))
+            continue
+        for result in test_run.report.results:
+            tally.record_result(label, result)
+        for problem in test_run.report.problems:
+            tally.record(f"{label}: complete run", False, problem)
+    clock.append(time.monotonic())
+    build_and_test, walkthroughs, proofs, tried = (b - a for a, b in zip(clock, clock[1:]))
     info(f"guest tier: stage {stage.slug} took {clock[-1] - clock[0]:.0f} s: build and tests "
-         f"{build_and_test:.0f} s, walkthroughs {walkthroughs:.0f} s, grader proofs {proofs:.0f} s")
+         f"{build_and_test:.0f} s, walkthroughs {walkthroughs:.0f} s, grader proofs {proofs:.0f} s"
+         + (f", experiments {tried:.0f} s" if stage.experiments else ""))
 
 
 def handout_tier(tally):

@@ -344,7 +344,7 @@ def prove(stage):
 _WORKSHOP_BUSY = {}
 
 
-def _workshop_busy(number):
+def workshop_lock(number):
     return _WORKSHOP_BUSY.setdefault(number, threading.Lock())
 
 
@@ -386,7 +386,7 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts):
             return pending.pop(0) if pending else None
 
     def worker(number):
-        busy = _workshop_busy(number)
+        busy = workshop_lock(number)
         warmed = number == 1  # the stage's own tests were just built in workshop 1
         while True:
             # Wait for the workshop, but not beyond the last attempt.

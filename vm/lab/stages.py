@@ -24,6 +24,16 @@ class Test:
 
 
 @dataclass(frozen=True)
+class Experiment:
+    """The stage's kernel with one more patch, and a guest command whose KTAP
+    says what the change did: a question a chapter asks of another kernel."""
+    name: str
+    patch: Path
+    run: str
+    summary: str
+
+
+@dataclass(frozen=True)
 class Program:
     guest_path: str
     kind: str          # "c", "bpf", "file" or "gen"
@@ -187,6 +197,25 @@ class Stage:
         return tests
 
     @property
+    def experiments(self):
+        found = []
+        for entry in self.data.get("experiment", []):
+            keys = {"name", "patch", "run", "summary"}
+            if set(entry) != keys or not all(isinstance(entry[k], str) and entry[k]
+                                             for k in keys):
+                raise LabError(f"{settings.shown(self.declaration)}: an [[experiment]] has a "
+                               f"name, a patch, a run command and a summary (got {entry})")
+            patch = self.path / entry["patch"]
+            if not patch.is_file():
+                raise LabError(f"{settings.shown(self.declaration)}: experiment "
+                               f"{entry['name']}: no patch {settings.shown(patch)}")
+            found.append(Experiment(entry["name"], patch, entry["run"], entry["summary"]))
+        names = [e.name for e in found]
+        if len(set(names)) != len(names):
+            raise LabError(f"{settings.shown(self.declaration)}: [[experiment]] names repeat")
+        return found
+
+    @property
     def programs(self):
         programs = []
         for entry in self.data.get("program", []):
@@ -222,7 +251,7 @@ class Stage:
         return sorted((self.path / "gdb").glob("*.gdb"))
 
 
-STAGE_KEYS = {"title", "chapter", "timeout", "packages", "host_tools", "host_files", "machine",
+STAGE_KEYS = {"title", "experiment", "chapter", "timeout", "packages", "host_tools", "host_files", "machine",
               "test", "host_test", "host_report", "program"}
 
 

@@ -159,16 +159,20 @@ class TestRun:
         return self.outcome.ok and self.report.ok
 
 
-def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=(), only=None):
+def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=(), only=None,
+              tests=None):
     """The stage's host tests, then a boot with its guest test list; one
     report of both. With `only` (a set of test names), just those tests
-    run, and no host reports: grading needs no measurements."""
+    run, and no host reports: grading needs no measurements. With `tests`,
+    exactly those guest tests run, and nothing on the host."""
     out = fresh_dir(out or results_dir(work), keep=OTHER_RUNS)
-    pick = (lambda tests: tests) if only is None else \
-        (lambda tests: [t for t in tests if t.name in only])
-    host_tests = pick(work.stage.host_tests)
+    if tests is not None:
+        only = {t.name for t in tests}
+    pick = (lambda chosen: chosen) if only is None else \
+        (lambda chosen: [t for t in chosen if t.name in only])
+    host_tests = pick(work.stage.host_tests) if tests is None else []
     host = run_host_tests(work, out, quiet, host_tests) if host_tests else None
-    guest_tests = pick(work.stage.tests)
+    guest_tests = pick(work.stage.tests) if tests is None else list(tests)
     if only is not None and not guest_tests:
         # A grade whose tests all run on the host (a Kconfig puzzle) needs
         # no kernel and no boot.

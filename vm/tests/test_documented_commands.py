@@ -33,6 +33,7 @@ RUN_BY = {
     "make console": "vm/tests/test_interactive.py::test_ctrl_c_in_make_debug_stops_the_guest_in_gdb_and_keeps_it",
     "make gdb-test": "vm/lab/check.py::guest_tier",
     "make gdb-test STAGE=NN": "vm/lab/check.py::guest_tier",
+    "make experiment STAGE=NN": "vm/lab/check.py::guest_tier",
     "make stage STAGE=NN": "vm/tests/test_stages_and_tree.py::test_stage_branch_is_previous_stage_plus_series",
     "make test": "vm/lab/check.py::guest_tier",
     "make test STAGE=NN": "vm/lab/check.py::guest_tier",

@@ -227,6 +227,24 @@ def test_a_host_test_may_be_a_walkthrough_and_nothing_else(fake_lab):
         stage.tests
 
 
+def test_an_experiment_names_an_existing_patch_a_command_and_a_summary(fake_lab):
+    stage = stages.resolve("01")
+    (stage.path / "experiments").mkdir()
+    (stage.path / "experiments" / "x.patch").write_text("diff --git a/x b/x\n")
+    good = ('[[experiment]]\nname = "x"\npatch = "experiments/x.patch"\nrun = "true"\n'
+            'summary = "what x changes"\n')
+    (stage.path / "stage.toml").write_text('title = "Demo"\n' + good)
+    [experiment] = stage.experiments
+    assert (experiment.name, experiment.run) == ("x", "true")
+    assert experiment.patch == stage.path / "experiments" / "x.patch"
+    for bad, message in [(good.replace("x.patch", "y.patch"), "no patch"),
+                         (good.replace('summary = "what x changes"\n', ""), "and a summary"),
+                         (good + good, "names repeat")]:
+        (stage.path / "stage.toml").write_text('title = "Demo"\n' + bad)
+        with pytest.raises(LabError, match=message):
+            stage.experiments
+
+
 def test_a_library_reached_through_a_symlinked_dir_is_copied_once(tmp_path):
     # Debian's /lib is a symlink to /usr/lib: ldd names a library under the
     # first, and the guest must get one copy, under both names.
