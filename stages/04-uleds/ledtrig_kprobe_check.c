@@ -231,9 +231,10 @@ TEST_F(kprobe_led, a_blink_is_blink_ms_on_then_blink_ms_off)
 	char value[16];
 	int calls = 1, report;
 
+	/* The parameter changes after the probe is armed: it is read at each call */
+	ASSERT_EQ(0, led_write_attr(self->name, "symbol", "__x64_sys_getppid"));
 	snprintf(value, sizeof(value), "%d", ms);
 	ASSERT_EQ(0, write_file(BLINK_MS_PARAM, value));
-	ASSERT_EQ(0, led_write_attr(self->name, "symbol", "__x64_sys_getppid"));
 	call_getppid();
 	ASSERT_EQ(MAX_BRIGHTNESS, uled_next(self->fd, REPORT_MS));
 	on_at = now_ms();

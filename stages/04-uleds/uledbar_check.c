@@ -67,6 +67,27 @@ static void expected_frame(char *buf, size_t size, int value, int max,
 	snprintf(buf + pos, size - pos, "] %*d/%d", digits, value, max);
 }
 
+/*
+ * Waits up to timeout_ms for the LED to appear: 1 if it did, 0 if not,
+ * and -1 at once if uledbar exited first (it is reaped, its status in
+ * *status), so that a program that gives up does not cost every case
+ * the whole timeout.
+ */
+static int led_wait_while_running(const char *led, pid_t pid, int *status,
+				  int timeout_ms)
+{
+	long long end = now_ms() + timeout_ms;
+
+	while (!led_exists(led)) {
+		if (waitpid(pid, status, WNOHANG) == pid)
+			return -1;
+		if (now_ms() > end)
+			return 0;
+		usleep(10000);
+	}
+	return 1;
+}
+
 FIXTURE(bar) {
 	char name[LED_MAX_NAME_SIZE];
 	pid_t pid;
@@ -113,7 +134,7 @@ FIXTURE_VARIANT_ADD(bar, max2000000000_width200) {
 FIXTURE_SETUP(bar)
 {
 	char max[16], width[16];
-	int pipefd[2];
+	int pipefd[2], registered, status = 0;
 
 	snprintf(self->name, sizeof(self->name), "uledbar:white:%d", getpid());
 	snprintf(max, sizeof(max), "%d", variant->max);
@@ -131,7 +152,14 @@ FIXTURE_SETUP(bar)
 	}
 	close(pipefd[1]);
 	self->out = pipefd[0];
-	ASSERT_TRUE(led_wait_for(self->name, FRAME_TIMEOUT_MS))
+	registered = led_wait_while_running(self->name, self->pid, &status,
+					    FRAME_TIMEOUT_MS);
+	if (registered < 0)
+		self->pid = 0;
+	ASSERT_LE(0, registered)
+		TH_LOG("uledbar exited (status 0x%x) before %s appeared",
+		       status, self->name);
+	ASSERT_EQ(1, registered)
 		TH_LOG("uledbar did not register %s", self->name);
 }
 
