@@ -10,7 +10,8 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 
-from . import debugger, exercises, experiments, handout, settings, stages, workflow
+from . import (debugger, exercises, experiments, handout, settings, stages, submission,
+               workflow)
 from .errors import LabError
 from .log import info
 from .tree import KernelTree, release_workshops
@@ -133,7 +134,7 @@ def handout_tier(tally):
         made = handout.build(chosen, settings.BUILD / "check" / "handout")
     except LabError as error:
         tally.record("kit: make a hand-out of every stage with exercises", False, str(error))
-        return
+        return None
     leaks = handout.find_leaks(made.root, chosen)
     for stage in chosen:
         mine = [l for l in leaks if f"/{stage.slug}/" in l.solution]
@@ -153,6 +154,7 @@ def handout_tier(tally):
     missed = sorted(every - found)
     tally.record("kit: the leak check finds every solution hunk planted in a hand-out",
                  not missed, "; ".join(f"{a} {b}" for a, b in missed))
+    return made
 
 
 # The hand-outs docs/instructors.md promises besides the one of every stage:
@@ -160,8 +162,14 @@ def handout_tier(tally):
 # with one between them that is not handed out.
 HANDOUT_SHAPES = ["02", "06,07", "02,04"]
 
+# The same stage handed out again, once an earlier stage's solution is out:
+# work on CARRIED_STAGE begun on the hand-out of every stage carries over
+# to the later hand-out of CARRIED_STAGE alone, and the lab grades it.
+CARRIED_STAGE = "02"
 
-def handout_shapes_tier(tally):
+
+def handout_shapes_tier(tally, first=None):
+    made_shapes = {}
     for names in HANDOUT_SHAPES:
         label = f"kit: make handout STAGES={names}"
         try:
@@ -170,11 +178,91 @@ def handout_shapes_tier(tally):
         except LabError as error:
             tally.record(label, False, str(error))
             continue
+        made_shapes[names] = made
         leaks = handout.find_leaks(made.root, chosen)
         tally.record(f"{label}: no solution in it", not leaks,
                      "; ".join(f"{l.solution} {l.hunk} in {l.where}" for l in leaks))
         problem = _replay_handout(made)
         tally.record(f"{label}: its series rebuild the hollowed stages", not problem, problem)
+    if first and CARRIED_STAGE in made_shapes:
+        problem = _carry_over(first, made_shapes[CARRIED_STAGE],
+                              stages.resolve(CARRIED_STAGE))
+        tally.record(f"kit: work on stage {CARRIED_STAGE} begun on the first hand-out carries "
+                     f"over to STAGES={CARRIED_STAGE} handed out again, and is graded",
+                     not problem, problem)
+
+
+def _student_tree(made, scratch):
+    """A student's kernel tree made by the hand-out's own lab: a clone of
+    the lab's base, and the hand-out's stage branches."""
+    tree = scratch / "linux"
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout",
+                    str(KernelTree().path), str(tree)], check=True)
+    subprocess.run(["git", "-C", str(tree), "checkout", "-q", "--detach", "base"], check=True)
+    env = dict(os.environ, PYTHONPATH=str(made.root / "vm"), BUILD=str(scratch),
+               KERNEL_TREE=str(tree))
+    return tree, env
+
+
+def _lab(made, env, *args):
+    """None, or what the hand-out's lab said when it failed."""
+    result = subprocess.run([PYTHON, "-m", "lab", *args], cwd=made.root, env=env,
+                            capture_output=True, text=True)
+    return None if result.returncode == 0 else (result.stdout + result.stderr)[-2000:]
+
+
+def _carry_over(first, later, stage):
+    """None if a student's solution of `stage`, committed on the exercise
+    branch of the `first` hand-out and sent as a patch series, applies to
+    the exercise branch of the `later` hand-out and is taken by the lab's
+    grader with the solution's files."""
+    scratch = settings.BUILD / "check" / "handout-carry-over"
+    shutil.rmtree(scratch, ignore_errors=True)
+    exercise_set = exercises.load(stage)
+    series = scratch / "work.patch"
+    for made, step in ((first, "first"), (later, "later")):
+        work = scratch / step
+        work.mkdir(parents=True)
+        tree, env = _student_tree(made, work)
+        said = _lab(made, env, "exercise", "--stage", stage.slug)
+        if said:
+            return f"make exercise on the {step} hand-out failed: {said}"
+        if step == "first":
+            for exercise in exercise_set.exercises:
+                patch = exercise_set.solution_patch(exercise)
+                applied = subprocess.run(["git", "-C", str(tree), "apply", str(patch)],
+                                         capture_output=True, text=True)
+                if applied.returncode != 0:
+                    return f"{settings.shown(patch)} does not apply: {applied.stderr}"
+            subprocess.run(["git", "-C", str(tree), "commit", "-q", "-am", "my solution"],
+                           check=True, env=dict(os.environ, **settings.LAB_IDENT))
+            said = _lab(made, env, "submission", "--stage", stage.slug, "--format", "patch",
+                        "--out", str(series))
+            if said:
+                return f"make submission FORMAT=patch on the first hand-out failed: {said}"
+        else:
+            applied = subprocess.run(["git", "-C", str(tree), "am", "-q", str(series)],
+                                     capture_output=True, text=True,
+                                     env=dict(os.environ, **settings.LAB_IDENT))
+            if applied.returncode != 0:
+                return f"the series does not apply on the later hand-out: {applied.stderr}"
+    try:
+        commit = submission.import_commit(KernelTree(), exercise_set,
+                                          submission.Submission("carried", series))
+    except LabError as error:
+        return f"the lab's grader refuses the series: {error}"
+    main = KernelTree()
+    for exercise in exercise_set.exercises:
+        want = exercises.solution_text(main, exercise_set, exercise)
+        if exercise_set.solution_patch(exercise).read_text() != want:
+            return f"the solution of {exercise.name} is stale"
+    solved = main.rev(stage.branch)
+    for path in submission.graded_files(exercise_set):
+        got = main.git("show", f"{commit}:{path}").stdout
+        if got != main.git("show", f"{solved}:{path}").stdout:
+            return f"the graded {path} is not the solved one"
+    shutil.rmtree(scratch, ignore_errors=True)
+    return None
 
 
 def _replay_handout(made):
@@ -183,16 +271,10 @@ def _replay_handout(made):
     scratch = settings.BUILD / "check" / "handout-replay"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
-    tree = scratch / "linux"
-    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout",
-                    str(KernelTree().path), str(tree)], check=True)
-    subprocess.run(["git", "-C", str(tree), "checkout", "-q", "--detach", "base"], check=True)
-    env = dict(os.environ, PYTHONPATH=str(made.root / "vm"), BUILD=str(scratch),
-               KERNEL_TREE=str(tree))
-    result = subprocess.run([PYTHON, "-m", "lab", "branches"], cwd=made.root, env=env,
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        return (result.stdout + result.stderr)[-2000:]
+    tree, env = _student_tree(made, scratch)
+    said = _lab(made, env, "branches")
+    if said:
+        return said
     for slug, tip in made.stage_tips.items():
         def tree_of(repo, rev):
             return subprocess.run(["git", "-C", str(repo), "rev-parse", f"{rev}^{{tree}}"],
@@ -259,8 +341,8 @@ def cmd_check(args):
                    *([f"--ignore={class_tests}"] if args.stage else []))
     if args.tier in ("guest", "all") and not args.stage:
         info("instructor kit: a hand-out of every stage with exercises, checked for solutions")
-        handout_tier(tally)
-        handout_shapes_tier(tally)
+        every_stage = handout_tier(tally)
+        handout_shapes_tier(tally, first=every_stage)
     if args.tier in ("host", "all") and book_tests.exists():
         info("book: rendering and checking (after the guest tier, so it shows real results)")
         try:
