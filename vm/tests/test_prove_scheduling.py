@@ -56,11 +56,11 @@ def test_a_cold_second_workshop_holds_up_no_attempt(monkeypatch, tmp_path):
         assert results == {f"attempt{i}": "graded in workshop 1" for i in range(4)}
         # The warm-up built the stage itself, and still holds its workshop.
         assert (2, "stage/99-x") in main.resets
-        assert exercises._workshop_busy(2).locked()
+        assert exercises.workshop_lock(2).locked()
     finally:
         warm_up_may_end.set()
-    assert exercises._workshop_busy(2).acquire(timeout=20)
-    exercises._workshop_busy(2).release()
+    assert exercises.workshop_lock(2).acquire(timeout=20)
+    exercises.workshop_lock(2).release()
     assert (tmp_path / "out" / "timings.json").exists()
 
 
