@@ -251,8 +251,8 @@ class Stage:
         return sorted((self.path / "gdb").glob("*.gdb"))
 
 
-STAGE_KEYS = {"title", "experiment", "chapter", "timeout", "packages", "host_tools", "host_files", "machine",
-              "test", "host_test", "host_report", "program"}
+STAGE_KEYS = {"title", "chapter", "timeout", "packages", "host_tools", "host_files", "machine",
+              "test", "host_test", "host_report", "program", "experiment"}
 
 
 _parsed = {}
