@@ -20,6 +20,12 @@ from .log import info
 # Lines after which a guest is not going to finish its job.
 FATAL = re.compile(r"Kernel panic - not syncing|\bOops\b|BUG: |general protection fault|"
                    r"Unable to handle kernel|watchdog: BUG: soft lockup|INFO: task .* blocked")
+# Among them, the kernel's own hang detectors: after these the guest runs
+# on, stuck, until the timeout. It is stopped once the report that
+# follows had STALL_GRACE seconds to reach the console, and read as a hang.
+STALL = re.compile(r"rcu: INFO: rcu_\w+ (self-)?detected stall|watchdog: BUG: soft lockup|"
+                   r"INFO: task .* blocked for more than")
+STALL_GRACE = 3
 TAIL_LINES = 40
 # What one unattended boot may leave on the host. A guest that prints or
 # writes without end (a runaway loop in a student's kernel) would otherwise
@@ -222,6 +228,7 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
         boot = dataclasses.replace(boot, gdb_port=free_port(0))
     tail = deque(maxlen=TAIL_LINES)
     fatal = []
+    stall = []
     printed = [0]
     share_before = disk_usage(boot.out_dir)
     begin = time.monotonic()
@@ -245,14 +252,21 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
                     print(line, end="", flush=True)
                 if FATAL.search(line) and not fatal:
                     fatal.append(line.strip())
+                if STALL.search(line) and not stall:
+                    report = re.sub(r"^\[ *[0-9.]+\] ", "", line.strip())
+                    stall.append((time.monotonic(), report))
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     stopped = found = None
     try:
         while proc.poll() is None:
-            hung = time.monotonic() - begin > timeout
-            if hung:
+            now = time.monotonic()
+            stalled = stall and now - stall[0][0] > STALL_GRACE
+            hung = stalled or now - begin > timeout
+            if stalled:
+                stopped = f"the kernel reported a hang: {stall[0][1]}"
+            elif hung:
                 stopped = f"the guest did not finish within {timeout} s (hang?)"
             elif printed[0] > CONSOLE_LIMIT:
                 stopped = (f"the guest printed more than {CONSOLE_LIMIT // 2**20} MiB on its "
