@@ -7,6 +7,7 @@ counted as a pass: a test that could not run proves nothing."""
 import os
 import shutil
 import subprocess
+import threading
 import time
 import xml.etree.ElementTree as ET
 
@@ -124,6 +125,15 @@ def guest_tier(tally, stage):
     info(f"guest tier: stage {stage.slug} took {clock[-1] - clock[0]:.0f} s: build and tests "
          f"{build_and_test:.0f} s, walkthroughs {walkthroughs:.0f} s, grader proofs {proofs:.0f} s"
          + (f", experiments {tried:.0f} s" if stage.experiments else ""))
+
+
+def instructor_kit(tally):
+    try:
+        every_stage = handout_tier(tally)
+        handout_shapes_tier(tally, first=every_stage)
+    except Exception as error:  # a bug must fail the check, not vanish with the thread
+        tally.record("kit: the instructor kit ran to its end", False,
+                     f"{type(error).__name__}: {error}")
 
 
 def handout_tier(tally):
@@ -327,16 +337,21 @@ def cmd_check(args):
         # The tests break kernels of their own in the second workshop.
         exercises.wait_for_workshops()
         release_workshops()
+        # The instructor kit is git work, in trees of its own: it runs
+        # beside the kernel-tier tests, whose guests leave a core idle.
+        kit = None
+        if not args.stage:
+            info("instructor kit, beside them: hand-outs checked for solutions")
+            kit = threading.Thread(target=instructor_kit, args=(tally,), name="kit")
+            kit.start()
         # Grading a class of misbehaving submissions takes minutes: a run
         # for one stage leaves it out.
         class_tests = settings.REPO / "vm" / "tests" / "test_class_fixtures.py"
         run_pytest(tally, "guest-failures", [settings.REPO / "vm" / "tests"],
                    f"--ignore={book_tests}", "-m", "kernel",
                    *([f"--ignore={class_tests}"] if args.stage else []))
-    if args.tier in ("guest", "all") and not args.stage:
-        info("instructor kit: a hand-out of every stage with exercises, checked for solutions")
-        every_stage = handout_tier(tally)
-        handout_shapes_tier(tally, first=every_stage)
+        if kit:
+            kit.join()
     if args.tier in ("host", "all") and book_tests.exists():
         info("book: rendering and checking (after the guest tier, so it shows real results)")
         try:

@@ -130,27 +130,41 @@ def _repository(root, later):
         tar.extractall(root, members=members)  # our own committed files
 
 
-def _hollow_present(workshop, exercise_sets):
-    """Hollow every exercise whose function or span the tree has by now."""
+def _hollowed_files(tree, commit, exercise_sets):
+    """{path: (mode, text)} of the files of `commit` that hold an exercise
+    by now, with every such exercise hollowed."""
+    files = {}
     for exercise_set in exercise_sets:
         for exercise in exercise_set.exercises:
-            path = workshop.path / exercise.file
-            if not path.exists():
-                continue
-            text = path.read_text()
+            if exercise.file not in files:
+                listed = tree.git("ls-tree", commit, "--", exercise.file).stdout.split()
+                if not listed:
+                    continue
+                text = tree.git("show", f"{commit}:{exercise.file}").stdout
+                files[exercise.file] = (listed[0], text)
+            mode, text = files[exercise.file]
             try:
                 exercises.body_span(text, exercise)
             except LabError:
                 continue
-            path.write_text(exercises.hollow(text, exercise, exercise_set.stage.slug))
+            files[exercise.file] = (mode, exercises.hollow(text, exercise,
+                                                           exercise_set.stage.slug))
+    return files
 
 
 def _hollowed_commit(tree, commit, exercise_sets, parent):
-    """`commit` with these exercises hollowed, as a child of `parent`."""
-    workshop = tree.reset_workshop(commit)
-    _hollow_present(workshop, exercise_sets)
-    workshop.git("add", "-A")
-    hollowed_tree = workshop.git("write-tree").stdout.strip()
+    """`commit` with these exercises hollowed, as a child of `parent`. Made
+    in a scratch index, without a worktree: no checkout, and no workshop
+    another part of the lab may be building in."""
+    with tempfile.TemporaryDirectory(prefix="lab-hollow-") as scratch:
+        env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        tree.git("read-tree", commit, env=env)
+        for path, (mode, text) in _hollowed_files(tree, commit, exercise_sets).items():
+            body = Path(scratch) / "body"
+            body.write_text(text)
+            blob = tree.git("hash-object", "-w", str(body)).stdout.strip()
+            tree.git("update-index", "--cacheinfo", f"{mode},{blob},{path}", env=env)
+        hollowed_tree = tree.git("write-tree", env=env).stdout.strip()
     # The lab's identity and fixed dates make the same ids everywhere.
     date, message = tree.git("log", "-1", "--format=%aI%x00%B", commit).stdout.split("\0", 1)
     return tree.git("commit-tree", hollowed_tree, "-p", parent, "-m", message.strip(),
