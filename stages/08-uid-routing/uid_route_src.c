@@ -8,7 +8,8 @@
  * (sk_uid): its owner when it was made, or whoever fchown() gave it to
  * since, not the uid of whoever sends.
  * The same lookups run on every CPU at once, since fib_rule_match() runs
- * under RCU on all of them together.
+ * under RCU on all of them together; the test checks that they did
+ * overlap, and that each ran on the CPU it was pinned to.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -18,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +33,20 @@
 #define RANGE_FIRST	1000
 #define RANGE_LAST	1999
 #define ROUNDS		20000
+
+/* When a process of the concurrent test ran its lookups, and where. */
+struct run {
+	double start, end;
+	int cpu;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
 
 static const char *expected_source(uid_t uid)
 {
@@ -65,10 +82,12 @@ static int become(uid_t uid, uid_t saved)
 
 /*
  * In a child: become @uid on @cpu, make a socket, and connect it @rounds
- * times, each time checking the source its uid's table gives. The exit status is 0 when all of
- * them were right, 1 when one was wrong, 2 when the set-up failed.
+ * times, each time checking the source its uid's table gives, and note in
+ * @run (shared with the parent, or NULL) when the lookups started and
+ * ended and on which CPU. The exit status is 0 when all of them were
+ * right, 1 when one was wrong, 2 when the set-up failed.
  */
-static pid_t lookups_as(uid_t uid, int cpu, int rounds)
+static pid_t lookups_as(uid_t uid, int cpu, int rounds, struct run *run)
 {
 	cpu_set_t cpus;
 	char src[64];
@@ -86,6 +105,8 @@ static pid_t lookups_as(uid_t uid, int cpu, int rounds)
 	s = socket(AF_INET, SOCK_DGRAM, 0);
 	if (s < 0)
 		_exit(2);
+	if (run)
+		run->start = now();
 	for (int i = 0; i < rounds; i++) {
 		source_of(s, src, sizeof(src));
 		if (strcmp(src, expected_source(uid))) {
@@ -94,6 +115,10 @@ static pid_t lookups_as(uid_t uid, int cpu, int rounds)
 			fflush(stdout);
 			_exit(1);
 		}
+	}
+	if (run) {
+		run->end = now();
+		run->cpu = sched_getcpu();
 	}
 	_exit(0);
 }
@@ -113,7 +138,7 @@ static void each_uid_gets_its_tables_source(void)
 	int wrong = 0;
 
 	for (size_t i = 0; i < sizeof(uids) / sizeof(uids[0]); i++) {
-		int status = wait_status(lookups_as(uids[i], 0, 1));
+		int status = wait_status(lookups_as(uids[i], 0, 1, NULL));
 
 		ksft_print_msg("uid %u: %s\n", uids[i], status ? "wrong source" : "right source");
 		wrong |= status;
@@ -125,7 +150,16 @@ static void sockets_on_every_cpu_at_once(void)
 {
 	int ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 	pid_t pids[2 * CPU_SETSIZE];
-	int n = 0, wrong = 0;
+	int pinned[2 * CPU_SETSIZE];
+	double last_start = 0, first_end = 1e30;
+	int n = 0, wrong = 0, misplaced = 0;
+	struct run *runs = mmap(NULL, sizeof(*runs) * 2 * CPU_SETSIZE, PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (runs == MAP_FAILED) {
+		ksft_test_result_error("sockets_on_every_cpu_at_once: mmap: %s\n", strerror(errno));
+		return;
+	}
 
 	/*
 	 * On each CPU, the same two users: one inside the range and one just
@@ -133,13 +167,34 @@ static void sockets_on_every_cpu_at_once(void)
 	 * uids at the same time as the others.
 	 */
 	for (int cpu = 0; cpu < ncpus && cpu < CPU_SETSIZE; cpu++) {
-		pids[n++] = lookups_as(RANGE_FIRST, cpu, ROUNDS);
-		pids[n++] = lookups_as(RANGE_LAST + 1, cpu, ROUNDS);
+		pinned[n] = cpu;
+		pids[n] = lookups_as(RANGE_FIRST, cpu, ROUNDS, &runs[n]);
+		n++;
+		pinned[n] = cpu;
+		pids[n] = lookups_as(RANGE_LAST + 1, cpu, ROUNDS, &runs[n]);
+		n++;
 	}
 	for (int i = 0; i < n; i++)
 		wrong |= wait_status(pids[i]);
-	ksft_print_msg("%d users on %d CPUs, %d lookups each\n", n, ncpus, ROUNDS);
-	ksft_test_result(ncpus > 1 && !wrong, "sockets_on_every_cpu_at_once\n");
+	/*
+	 * They all ran at once if the last of them started its lookups before
+	 * the first of them finished.
+	 */
+	for (int i = 0; !wrong && i < n; i++) {
+		if (runs[i].start > last_start)
+			last_start = runs[i].start;
+		if (runs[i].end < first_end)
+			first_end = runs[i].end;
+		misplaced |= runs[i].cpu != pinned[i];
+	}
+	ksft_print_msg("%d users on %d CPUs, %d lookups each%s\n", n, ncpus, ROUNDS,
+		       misplaced ? "; one ran on another CPU than its own" : "");
+	if (!wrong)
+		ksft_print_msg("all of them were looking up routes together for %.0f ms\n",
+			       (first_end - last_start) * 1e3);
+	ksft_test_result(ncpus > 1 && !wrong && !misplaced && last_start < first_end,
+			 "sockets_on_every_cpu_at_once\n");
+	munmap(runs, sizeof(*runs) * 2 * CPU_SETSIZE);
 }
 
 /*

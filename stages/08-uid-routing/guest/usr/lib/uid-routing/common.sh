@@ -71,6 +71,22 @@ expect_table() {
 	ktap_test_status "$name" $? "route get $*: table $answer, expected $want"
 }
 
+# expect_tables NAME "TABLE..." "GET-ARGS"...: a subtest that passes when
+# each lookup is answered by its table, in order.
+expect_tables() {
+	name=$1
+	wants=($2)
+	shift 2
+	got=()
+	for args in "$@"; do
+		lookup $args
+		got+=("$answer")
+	done
+	[ "${got[*]}" = "${wants[*]}" ]
+	ktap_test_status "$name" $? \
+		"$(printf '%s; ' "$@")tables ${got[*]}, expected ${wants[*]}"
+}
+
 # rule ARGS...: add a rule at the test's preference, sending what it
 # matches to table 100; unrule removes it.
 PREF=1000
