@@ -306,6 +306,7 @@ def prove(stage):
     wrongs = [(patch, wrong_target(patch)) for patch in exercise_set.wrong_solutions]
     attempts = [("skeleton", skeleton_rev, [], None), ("solution", skeleton_rev, solutions, None)]
     attempts += [(f"wrong-{patch.stem}", stage.branch, [patch], target) for patch, target in wrongs]
+    _seed_second_workshop(main, stage)
     results = _prove_attempts(main, stage, exercise_set, out_root, attempts)
 
     skeleton = results["skeleton"]
@@ -361,6 +362,16 @@ def _is_cold(tree, stage):
     return not (kbuild.object_dir(tree.path, stage.machine.arch) / "lab-build.key").exists()
 
 
+def _seed_second_workshop(main, stage):
+    """A cold second workshop starts as a copy of the first, which the
+    stage's own tests have just built: its first attempt is then a
+    recompile and a relink, as every other one."""
+    first, second = main.workshop(1), main.workshop(2, checkout=False)
+    if _is_cold(second, stage) and not _is_cold(first, stage):
+        info("workshop 2 is cold: it starts as a copy of workshop 1")
+        main.copy_workshop(2, source=1)
+
+
 def _prove_attempts(main, stage, exercise_set, out_root, attempts):
     """{label: Grade or LabError} for (label, rev, patches, focus) attempts.
     Two workshops take turns, so that one builds the next variant while
@@ -369,8 +380,9 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts):
     at a time, as a grade alone would, so that tests that time the kernel
     see what a student's grade sees.
 
-    The second workshop is cold in a fresh check: its first build is a
-    whole kernel, if from ccache. It makes that build before it takes an
+    Should the second workshop still be cold (prove() copies the first
+    into it), its first build is a whole kernel, if from ccache. It makes
+    that build before it takes an
     attempt, so that no attempt waits for it while the first workshop
     proves all the others; the proofs end when every attempt has a result,
     whether or not that build has."""

@@ -206,21 +206,55 @@ class KernelTree:
             return Path(common).parent
         return self.path
 
-    def workshop(self, number=1):
+    def workshop(self, number=1, checkout=True):
         """A lab-owned worktree beside the tree (build/linux.workshop) where
         branches are made and graders are proven. The student's working tree
         is never used for that, so its files and checkout stay as they are.
         Every worktree of one repository shares the one workshop (and its
         lock), because they share the stage branches it makes. Grader
         proofs also use a second one (build/linux.workshop2), to build one
-        variant while another boots."""
+        variant while another boots. checkout=False makes a missing one
+        empty, for copy_workshop to fill."""
         main = self.main_tree()
         path = main.with_name(main.name + ".workshop" + ("" if number == 1 else str(number)))
         _hold_workshop_lock(path)
         if not (path / ".git").exists():
             self.git("worktree", "prune")
-            self.git("worktree", "add", "-q", "--detach", str(path), "base")
+            self.git("worktree", "add", "-q", "--detach",
+                     *([] if checkout else ["--no-checkout"]), str(path), "base")
         return KernelTree(path)
+
+    def copy_workshop(self, number, source=1):
+        """Make workshop `number` a copy of workshop `source`, its files and
+        object dirs with their times, so that its next build is an
+        incremental one and not a whole kernel: with every object a ccache
+        hit, a cold build still runs objtool on each of them and took 10 to
+        20 minutes of a busy check. The command lines kbuild records name
+        the tree they ran in (the debug prefix map, and objtool's own build,
+        which uses absolute paths): they are rewritten to name the copy, or
+        kbuild would see every command changed and rebuild everything."""
+        origin = self.workshop(source)
+        copy = self.workshop(number, checkout=False)
+        pointer = (copy.path / ".git").read_text()
+        for entry in copy.path.iterdir():
+            if entry.name != ".git":
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() \
+                    else entry.unlink()
+        subprocess.run(["cp", "-a", f"{origin.path}/.", f"{copy.path}/"], check=True)
+        (copy.path / ".git").write_text(pointer)
+        old = f"{origin.path.resolve()}/".encode()
+        new = f"{copy.path.resolve()}/".encode()
+        for obj in copy.path.glob(".kbuild*"):
+            for record in [*obj.rglob(".*.cmd"), *obj.rglob(".*.d")]:
+                text = record.read_bytes()
+                if old in text:
+                    times = record.stat()
+                    record.write_bytes(text.replace(old, new))
+                    os.utime(record, ns=(times.st_atime_ns, times.st_mtime_ns))
+        # The index takes the origin's commit and the copied files' state.
+        copy.git("reset", "-q", "--soft", origin.rev("HEAD"))
+        copy.git("reset", "-q")
+        return copy
 
     def reset_workshop(self, rev, patches=(), number=1):
         workshop = self.workshop(number)

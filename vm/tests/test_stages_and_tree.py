@@ -296,3 +296,34 @@ def test_a_worktree_of_the_kernel_tree_shares_its_workshop(fake_lab, tmp_path):
     git(main.path, "worktree", "add", "-q", "--detach", str(tmp_path / "mine"), "base")
     assert KernelTree(tmp_path / "mine").workshop().path == main.workshop().path
     assert main.workshop().path == main.path.with_name(main.path.name + ".workshop")
+
+
+def test_a_copied_workshop_keeps_the_build_and_names_its_own_tree(fake_lab):
+    # A second workshop made as a copy of a built first one must look to
+    # kbuild like a tree it built itself: same files and times, and the
+    # command lines it recorded naming the copy, not the first workshop.
+    main = KernelTree()
+    main.prepare(stages.resolve("01"))
+    first = main.reset_workshop("stage/01-demo")
+    (first.path / "lru.c").write_text("int rotate(void)\n{\n\treturn 2;\n}\n")
+    obj = first.path / ".kbuild"
+    (obj / "kernel").mkdir(parents=True)
+    (obj / "lru.o").write_bytes(b"\x7fELF")
+    (obj / ".lru.o.cmd").write_text(
+        f"cmd_lru.o := gcc -fdebug-prefix-map={obj}=/lab/tree/.kbuild -c ../lru.c\n"
+        f"deps_lru.o := {first.path}/lru.c\n")
+    os.utime(obj / "lru.o", ns=(1, 10**18))
+    os.utime(obj / ".lru.o.cmd", ns=(1, 10**18))
+
+    copy = main.copy_workshop(2, source=1)
+    assert copy.path == main.workshop(2).path != first.path
+    assert (copy.path / "lru.c").read_text() == (first.path / "lru.c").read_text()
+    assert copy.rev("HEAD") == first.rev("HEAD")
+    assert copy.dirty_files() == first.dirty_files() == [" M lru.c"]
+    record = (copy.path / ".kbuild" / ".lru.o.cmd").read_text()
+    assert str(first.path) + "/" not in record
+    assert f"-fdebug-prefix-map={copy.path}/.kbuild=" in record
+    assert f"deps_lru.o := {copy.path}/lru.c" in record
+    for name in ("lru.o", ".lru.o.cmd"):
+        assert (copy.path / ".kbuild" / name).stat().st_mtime_ns == 10**18
+    assert (first.path / ".kbuild" / ".lru.o.cmd").read_text().count(str(first.path)) == 2
