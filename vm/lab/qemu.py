@@ -20,10 +20,11 @@ from .log import info
 # Lines after which a guest is not going to finish its job.
 FATAL = re.compile(r"Kernel panic - not syncing|\bOops\b|BUG: |general protection fault|"
                    r"Unable to handle kernel|watchdog: BUG: soft lockup|INFO: task .* blocked")
-# Among them, the kernel's own hang detectors: after these the guest runs
-# on, stuck, until the timeout. It is stopped once the report that
+# The kernel's own hang detectors: after their reports the guest runs on,
+# stuck, until the timeout. It is stopped once the report that
 # follows had STALL_GRACE seconds to reach the console, and read as a hang.
-STALL = re.compile(r"rcu: INFO: rcu_\w+ (self-)?detected stall|watchdog: BUG: soft lockup|"
+STALL = re.compile(r"rcu: INFO: rcu_\w+ (self-)?detected (expedited )?stall|"
+                   r"watchdog: BUG: soft lockup|"
                    r"INFO: task .* blocked for more than")
 STALL_GRACE = 3
 TAIL_LINES = 40

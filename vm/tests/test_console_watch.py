@@ -1,0 +1,56 @@
+"""run_watched reads a guest's console as it comes: a kernel that reports
+a hang is stopped a few seconds after the report, not at the timeout.
+A shell script stands in for QEMU here; the kernel-tier tests boot real
+guests."""
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from lab import qemu
+
+
+class ScriptedGuest(SimpleNamespace):
+    """A boot whose 'QEMU' prints `console` and then waits, as a stuck
+    guest does, or exits when `then_exit`."""
+
+    def command(self, serial):
+        end = "exit 0" if self.then_exit else "exec sleep 120"
+        return ["bash", "-c", f"printf '%s\\n' \"$@\"; {end}", "guest", *self.console]
+
+
+def watch(tmp_path, console, timeout, then_exit=False):
+    boot = ScriptedGuest(console=console, then_exit=then_exit, out_dir=tmp_path / "out",
+                         symbols=None, gdb_port=None)
+    begin = time.monotonic()
+    outcome = qemu.run_watched(boot, timeout, tmp_path / "console.log")
+    return outcome, time.monotonic() - begin
+
+
+@pytest.mark.parametrize("report", [
+    "rcu: INFO: rcu_sched detected stalls on CPUs/tasks:",
+    "rcu: INFO: rcu_preempt self-detected stall on CPU",
+    "rcu: INFO: rcu_sched detected expedited stalls on CPUs/tasks: { 0-... } 21004 jiffies",
+    "watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [test_lru_map:93]",
+    "INFO: task kworker/0:1:12 blocked for more than 30 seconds.",
+])
+def test_a_reported_hang_stops_the_guest_after_its_grace(tmp_path, report):
+    outcome, seconds = watch(tmp_path, ["lab-run-started", f"[   25.104000] {report}",
+                                        "[   25.104100] the stack dump"], timeout=60)
+    assert not outcome.ok
+    assert outcome.reason == f"the kernel reported a hang: {report}"
+    assert qemu.STALL_GRACE <= seconds < qemu.STALL_GRACE + 10
+    assert any("the stack dump" in line for line in outcome.tail)
+
+
+def test_lines_that_only_mention_rcu_do_not_stop_the_guest(tmp_path):
+    outcome, _ = watch(tmp_path, ["rcu: Hierarchical RCU implementation.",
+                                  "rcu: RCU calculated value of scheduler-enlistment delay"],
+                       timeout=60, then_exit=True)
+    assert outcome.ok, outcome.reason
+
+
+def test_a_silent_hang_still_ends_at_the_timeout(tmp_path):
+    outcome, seconds = watch(tmp_path, ["lab-run-started"], timeout=3)
+    assert outcome.reason == "the guest did not finish within 3 s (hang?)"
+    assert 3 <= seconds < 13
