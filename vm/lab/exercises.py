@@ -234,17 +234,18 @@ def graded_tests(exercise_set):
 
 def grade(work, exercise_set, out=None, quiet=False, focus=None, build=True):
     """Only the tests that prove something about the exercises: a stage's
-    measurements can take minutes. With `focus` (an exercise's name), only
-    that exercise is graded and only its tests run, without the required
-    results: a wrong solution must be caught by its own exercise's tests,
-    and the required ones, often a stage's longest, would add guest time
-    to every proof without bearing on its verdict."""
+    measurements can take minutes. With `focus` (exercises' names), only
+    those exercises are graded and only their tests run, without the
+    required results: a wrong solution must be caught by its own
+    exercise's tests, and the required ones, often a stage's longest,
+    would add guest time to every proof without bearing on its verdict."""
     if focus:
+        unknown = set(focus) - {e.name for e in exercise_set.exercises}
+        if unknown:
+            raise LabError(f"no exercise named {', '.join(sorted(unknown))}")
         exercise_set = dataclasses.replace(
             exercise_set, required=[],
-            exercises=[e for e in exercise_set.exercises if e.name == focus])
-        if not exercise_set.exercises:
-            raise LabError(f"no exercise named {focus}")
+            exercises=[e for e in exercise_set.exercises if e.name in focus])
     run = workflow.run_tests(work, out=out, quiet=quiet, only=graded_tests(exercise_set),
                              build=build)
     return Grade(score(exercise_set, run), run)
@@ -302,10 +303,16 @@ def prove(stage):
     out_root = settings.BUILD / "results" / stage.slug / "proofs"
     solutions = [exercise_set.solution_patch(e) for e in exercise_set.exercises]
     # A wrong solution is proven on the exercise it names: its grade runs
-    # only that exercise's tests.
+    # only that exercise's tests. The skeleton and the solutions are proven
+    # on every exercise, without the required tests: no proof reads their
+    # rows, and the stage's own run has just passed them on the stage
+    # branch, whose bodies the solutions restore (checked above).
     wrongs = [(patch, wrong_target(patch)) for patch in exercise_set.wrong_solutions]
-    attempts = [("skeleton", skeleton_rev, [], None), ("solution", skeleton_rev, solutions, None)]
-    attempts += [(f"wrong-{patch.stem}", stage.branch, [patch], target) for patch, target in wrongs]
+    every = [e.name for e in exercise_set.exercises]
+    attempts = [("skeleton", skeleton_rev, [], every),
+                ("solution", skeleton_rev, solutions, every)]
+    attempts += [(f"wrong-{patch.stem}", stage.branch, [patch], [target])
+                 for patch, target in wrongs]
     _seed_second_workshop(main, stage)
     results = _prove_attempts(main, stage, exercise_set, out_root, attempts)
 
