@@ -239,16 +239,30 @@ def grade(work, exercise_set, out=None, quiet=False, focus=None, build=True):
     required results: a wrong solution must be caught by its own
     exercise's tests, and the required ones, often a stage's longest,
     would add guest time to every proof without bearing on its verdict."""
-    if focus:
-        unknown = set(focus) - {e.name for e in exercise_set.exercises}
-        if unknown:
-            raise LabError(f"no exercise named {', '.join(sorted(unknown))}")
-        exercise_set = dataclasses.replace(
-            exercise_set, required=[],
-            exercises=[e for e in exercise_set.exercises if e.name in focus])
+    exercise_set = focused(exercise_set, focus)
     run = workflow.run_tests(work, out=out, quiet=quiet, only=graded_tests(exercise_set),
                              build=build)
     return Grade(score(exercise_set, run), run)
+
+
+def focused(exercise_set, focus):
+    """The exercise set cut down to the exercises named in focus, without
+    its required tests; the whole set when focus is empty."""
+    if not focus:
+        return exercise_set
+    unknown = set(focus) - {e.name for e in exercise_set.exercises}
+    if unknown:
+        raise LabError(f"no exercise named {', '.join(sorted(unknown))}")
+    return dataclasses.replace(
+        exercise_set, required=[],
+        exercises=[e for e in exercise_set.exercises if e.name in focus])
+
+
+def boots_a_guest(stage, exercise_set, focus=None):
+    """True when grading these exercises runs a test in the guest, and so
+    needs a kernel: a Kconfig puzzle's grade runs on the host alone."""
+    names = graded_tests(focused(exercise_set, focus))
+    return any(test.name in names for test in stage.tests)
 
 
 def score(exercise_set, run):
@@ -436,8 +450,9 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts):
             work = workflow.Work(main.reset_workshop(rev, patches, number=number), stage)
             clock["reset"] = time.monotonic()
             # The guest is what every proof waits for: the build beside
-            # it yields the cores to it.
-            workflow.build_kernel(work, quiet=True, nice=10)
+            # it yields the cores to it. A grade on the host needs none.
+            if boots_a_guest(stage, exercise_set, focus):
+                workflow.build_kernel(work, quiet=True, nice=10)
             clock["built"] = time.monotonic()
             with one_guest_at_a_time:
                 clock["guest"] = time.monotonic()

@@ -5,7 +5,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-from lab import exercises
+from lab import exercises, stages
 
 
 class FakeTree:
@@ -46,6 +46,7 @@ def test_a_cold_second_workshop_holds_up_no_attempt(monkeypatch, tmp_path):
         return f"graded in workshop {work.tree.number}"
 
     monkeypatch.setattr(exercises.workflow, "build_kernel", build_kernel)
+    monkeypatch.setattr(exercises, "boots_a_guest", lambda *args: True)
     monkeypatch.setattr(exercises, "grade", grade)
     monkeypatch.setattr(exercises, "_is_cold",
                         lambda tree, stage: tree.number == 2 and not warm_up_may_end.is_set())
@@ -72,6 +73,7 @@ def test_a_warm_second_workshop_takes_attempts(monkeypatch, tmp_path):
         return f"graded in workshop {work.tree.number}"
 
     monkeypatch.setattr(exercises, "grade", grade)
+    monkeypatch.setattr(exercises, "boots_a_guest", lambda *args: True)
     monkeypatch.setattr(exercises, "_is_cold", lambda tree, stage: False)
     slow_reset = FakeMain.reset_workshop
 
@@ -90,3 +92,29 @@ def test_a_warm_second_workshop_takes_attempts(monkeypatch, tmp_path):
                                         attempts)
     assert set(results) == {f"attempt{i}" for i in range(4)}
     assert {"graded in workshop 1", "graded in workshop 2"} <= set(results.values())
+
+
+def test_a_grade_on_the_host_builds_no_kernel(monkeypatch, tmp_path):
+    built = []
+    monkeypatch.setattr(exercises.workflow, "build_kernel", lambda work, **kw: built.append(work))
+    monkeypatch.setattr(exercises, "grade", lambda work, *args, **kwargs: "graded")
+    monkeypatch.setattr(exercises, "boots_a_guest", lambda *args: False)
+    monkeypatch.setattr(exercises, "_is_cold", lambda tree, stage: False)
+    stage = SimpleNamespace(branch="stage/99-x", machine=SimpleNamespace(arch="x86_64"))
+    attempts = [(f"attempt{i}", "rev", [], None) for i in range(3)]
+    results = exercises._prove_attempts(FakeMain(tmp_path), stage, None, tmp_path / "out",
+                                        attempts)
+    assert results == {f"attempt{i}": "graded" for i in range(3)}
+    assert built == []
+
+
+def test_only_guest_tests_make_a_grade_boot():
+    # Stage 05's puzzles are graded on the host; stage 08's exercises in
+    # the guest, each of them alone as well.
+    puzzles = stages.resolve("05")
+    assert not exercises.boots_a_guest(puzzles, exercises.load(puzzles))
+    routing = stages.resolve("08")
+    exercise_set = exercises.load(routing)
+    assert exercises.boots_a_guest(routing, exercise_set)
+    for exercise in exercise_set.exercises:
+        assert exercises.boots_a_guest(routing, exercise_set, [exercise.name])
