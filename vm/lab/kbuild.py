@@ -16,7 +16,7 @@ import subprocess
 from collections import deque
 from pathlib import Path
 
-from . import arches, settings, stages
+from . import arches, incremental, settings, stages
 from .errors import LabError
 from .log import info
 
@@ -261,21 +261,30 @@ def config_key(tree, stage_list):
     return digest.hexdigest()
 
 
-def build_key(tree, obj, stage_list, targets, arch):
-    """Everything a build's products depend on: the sources, the fragments,
-    the targets and the compiler. None when it cannot be known, which
-    always builds."""
-    state = source_state(tree)
+def base_key(obj, stage_list, targets, arch):
+    """Everything a build's products depend on but the sources: the
+    object dir, the fragments, the targets, the flags and the compiler.
+    None when the compiler is missing."""
     compiler = shutil.which(f"{arch.cross_compile}gcc")
-    if state is None or compiler is None:
+    if compiler is None:
         return None
-    digest = hashlib.sha256(state.encode())
     compiler = Path(compiler).resolve()
-    digest.update(f"{obj}|{arch.name}|{' '.join(targets)}|{compiler}|"
-                  f"{compiler.stat().st_mtime_ns}".encode())
+    digest = hashlib.sha256(f"{obj}|{arch.name}|{' '.join(targets)}|{compiler}|"
+                            f"{compiler.stat().st_mtime_ns}|{os.environ.get('KCFLAGS')}|"
+                            f"{os.environ.get('KAFLAGS')}".encode())
     for frag in merge_order(stage_list):
         digest.update(str(frag).encode() + b"\0" + Path(frag).read_bytes())
     return digest.hexdigest()
+
+
+def build_key(tree, obj, stage_list, targets, arch):
+    """The base key and the sources: None when either cannot be known,
+    which always builds."""
+    state = source_state(tree)
+    base = base_key(obj, stage_list, targets, arch)
+    if state is None or base is None:
+        return None
+    return hashlib.sha256(f"{state}|{base}".encode()).hexdigest()
 
 
 def products_state(obj, image):
@@ -291,12 +300,25 @@ def products_state(obj, image):
     return "|" + digest.hexdigest()
 
 
+def _least_work(tree, obj, base, image, sources):
+    """What incremental.plan says the edits since the last build need, or
+    None for kbuild's whole build: only when the last build's record
+    holds and nothing else has built here since."""
+    last = incremental.recorded(obj)
+    if not last or sources is None or base is None or last["base"] != base \
+            or last["products"] != products_state(obj, image):
+        return None
+    changed = incremental.changed_paths(tree, last["sources"], sources)
+    return None if changed is None else incremental.plan(obj, changed, tree)
+
+
 def build(tree, obj, stage_list, quiet=False, nice=0):
     """Build what the last stage's machine boots, the vmlinux gdb reads,
     the modules and the kernel's gdb helpers; returns the boot image.
     When nothing that goes into them changed since the last build, the
     products are used as they are: configuring and kbuild's own no-op
-    take about ten seconds, a student's every make run."""
+    take about ten seconds, a student's every make run. When a few files
+    changed, only what reads them is built again (see incremental)."""
     arch = arch_of(stage_list)
     machine = stage_list[-1].machine
     image = arches.boot_image(arch, machine.firmware)
@@ -310,20 +332,42 @@ def build(tree, obj, stage_list, quiet=False, nice=0):
     if key and stamp.exists() and stamp.read_text() == key + products_state(obj, image):
         info(f"the kernel in {obj} is up to date")
         return obj / image
+    # Both taken before the build begins: an edit made while it runs
+    # makes the next build run again.
+    base = base_key(obj, stage_list, targets, arch)
+    sources = incremental.snapshot(tree)
+    work = _least_work(tree, obj, base, image, sources)
     stamp.unlink(missing_ok=True)
+    incremental.forget(obj)
+    config = obj / ".config"
+    config_time = config.stat().st_mtime_ns if config.exists() else None
     configure(tree, obj, stage_list)
-    info(f"building the kernel in {obj}")
+    if config.stat().st_mtime_ns != config_time:
+        work = None
     log_path = obj / "lab-build.log"
     with open(log_path, "w") if quiet else contextlib.nullcontext() as log:
-        make(tree, obj, *targets, arch=arch, quiet=quiet, log=log, nice=nice)
-        staging = obj / "lab-modules"
-        shutil.rmtree(staging, ignore_errors=True)
-        make(tree, obj, "modules_install", f"INSTALL_MOD_PATH={staging}",
-             "INSTALL_MOD_STRIP=1", "DEPMOD=/sbin/depmod", arch=arch, quiet=True, log=log)
-    # The key of the sources as they were before the build began: an edit
-    # made while it ran makes the next build run again.
+        if work is None:
+            info(f"building the kernel in {obj}")
+            make(tree, obj, *targets, arch=arch, quiet=quiet, log=log, nice=nice)
+        elif work[0]:
+            objects, builtin = work
+            info(f"building the kernel in {obj}: {len(objects)} object(s) changed")
+            make(tree, obj, *sorted(objects), arch=arch, quiet=quiet, log=log, nice=nice)
+            if builtin:
+                incremental.mark_newer(incremental.archives_above(obj, builtin))
+            make(tree, obj, f"build-dir={incremental.no_walk_dir(obj)}", *targets,
+                 arch=arch, quiet=quiet, log=log, nice=nice)
+        else:
+            info(f"the kernel in {obj} is up to date: no file it is built from changed")
+        if work is None or work[0]:
+            staging = obj / "lab-modules"
+            shutil.rmtree(staging, ignore_errors=True)
+            make(tree, obj, "modules_install", f"INSTALL_MOD_PATH={staging}",
+                 "INSTALL_MOD_STRIP=1", "DEPMOD=/sbin/depmod", arch=arch, quiet=True, log=log)
     if key:
         stamp.write_text(key + products_state(obj, image))
+    if base and sources:
+        incremental.record(obj, base, products_state(obj, image), sources)
     return obj / image
 
 
