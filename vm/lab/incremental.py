@@ -26,10 +26,12 @@ import re
 import subprocess
 from pathlib import Path
 
-# Files the build system itself reads, which no .cmd file names.
+# Files the build system itself reads, which no .cmd file names, and the
+# sources of the tools it builds and runs on every object (objtool) or on
+# vmlinux (resolve_btfids).
 BUILD_SYSTEM = re.compile(r"(^|/)(Makefile|Kbuild|Kconfig)[^/]*$|\.mk$"
-                          r"|^(scripts|usr|include/config)/|^tools/(?!testing/)"
-                          r"|^arch/[^/]+/tools/")
+                          r"|^(scripts|usr|include/config)/|^arch/[^/]+/tools/"
+                          r"|^tools/(objtool|build|include|arch|lib|scripts|bpf/resolve_btfids)/")
 
 # Beyond this many objects, kbuild's own walk is as quick as ours.
 MOST_OBJECTS = 40

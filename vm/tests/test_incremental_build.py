@@ -52,6 +52,7 @@ def tree(tmp_path, obj):
     """A source tree holding every file the tests name."""
     tree = tmp_path / "linux"
     for name in ("tools/testing/selftests/bpf/progs/flow.c", "Documentation/lru.rst",
+                 "tools/leds/uledbar.c", "tools/lib/bpf/btf.c", "tools/include/linux/list.h",
                  "kernel/bpf/lru.c", "include/linux/lru.h", "samples/leds/blink.c",
                  "include/linux/shared.h", "kernel/bpf/Makefile", "net/Kconfig",
                  "drivers/Kbuild", "scripts/link-vmlinux.sh", "tools/objtool/check.c",
@@ -64,6 +65,7 @@ def tree(tmp_path, obj):
 
 def test_a_file_no_command_read_needs_no_build(obj, tree):
     assert incremental.plan(obj, {"tools/testing/selftests/bpf/progs/flow.c",
+                                  "tools/leds/uledbar.c",
                                   "Documentation/lru.rst"}, tree) == (set(), set())
     assert incremental.plan(obj, set(), tree) == (set(), set())
 
@@ -87,7 +89,8 @@ def test_a_header_read_by_both_recompiles_every_reader(obj, tree):
 
 @pytest.mark.parametrize("changed", [
     "kernel/bpf/Makefile", "net/Kconfig", "drivers/Kbuild", "scripts/link-vmlinux.sh",
-    "tools/objtool/check.c", "arch/x86/Makefile.um", "scripts/Makefile.build",
+    "tools/objtool/check.c", "tools/lib/bpf/btf.c", "tools/include/linux/list.h",
+    "arch/x86/Makefile.um", "scripts/Makefile.build",
     "include/linux/offsets.h", "drivers/old/gone.c"])
 def test_the_build_system_generated_files_and_stale_objects_need_kbuild(obj, tree, changed):
     assert incremental.plan(obj, {changed, "kernel/bpf/lru.c"}, tree) is None
