@@ -68,21 +68,50 @@ def snapshot(tree):
         return None
     files = dict.fromkeys(paths, GONE)
     files.update(zip(present, hashes.decode().split()))
-    return {"head": head.decode().strip(), "files": files}
+    # What scripts/setlocalversion adds to the kernel's release (with
+    # LOCALVERSION_AUTO unset): "+" off a tag, "-dirty" on one with edits.
+    tagged = _git(tree, "describe", "--exact-match", "HEAD") is not None
+    edited = any(not entry.startswith(b"??") for entry in status.split(b"\0") if entry)
+    return {"head": head.decode().strip(), "files": files,
+            "release": ("-dirty" if edited else "") if tagged else "+"}
+
+
+def _committed(tree, head, paths):
+    """{path: blob} of these paths in commit head (GONE where it has none)."""
+    if not paths:
+        return {}
+    out = _git(tree, "cat-file", "--batch-check=%(objectname)",
+               stdin="".join(f"{head}:{path}\n" for path in paths).encode())
+    if out is None:
+        return None
+    blobs = {}
+    for path, line in zip(paths, out.decode().splitlines()):
+        blobs[path] = GONE if line.endswith("missing") else line.strip()
+    return blobs
 
 
 def changed_paths(tree, before, after):
     """The paths whose content differs between two snapshots; None when
-    that cannot be known."""
-    old, new = before["files"], after["files"]
-    changed = {p for p in old.keys() | new.keys() if old.get(p) != new.get(p)}
+    that cannot be known. Content, not history: a branch whose files are
+    another's, edits included, is no change."""
+    if before.get("release") != after.get("release"):
+        return None
+    candidates = set(before["files"]) | set(after["files"])
     if before["head"] != after["head"]:
         diff = _git(tree, "diff", "--name-only", "-z", "--no-renames",
                     before["head"], after["head"])
         if diff is None:
             return None
-        changed |= set(filter(None, diff.decode(errors="surrogateescape").split("\0")))
-    return changed
+        candidates |= set(filter(None, diff.decode(errors="surrogateescape").split("\0")))
+    contents = []
+    for snap in (before, after):
+        unedited = sorted(candidates - set(snap["files"]))
+        committed = _committed(tree, snap["head"], unedited)
+        if committed is None:
+            return None
+        contents.append({**committed, **snap["files"]})
+    old, new = contents
+    return {path for path in candidates if old[path] != new[path]}
 
 
 def _readers(obj, paths):

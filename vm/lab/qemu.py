@@ -27,6 +27,11 @@ STALL = re.compile(r"rcu: INFO: rcu_\w+ (self-)?detected (expedited )?stall|"
                    r"watchdog: BUG: soft lockup|"
                    r"INFO: task .* blocked for more than")
 STALL_GRACE = 3
+# A kernel that crashed has failed its run already; one that then prints
+# nothing for this long is stuck (say, spinning on a lock a corrupted
+# list left taken, with interrupts off: no hang detector ever reports),
+# and is stopped instead of waiting for the timeout.
+CRASH_SILENCE = 30
 TAIL_LINES = 40
 # What one unattended boot may leave on the host. A guest that prints or
 # writes without end (a runaway loop in a student's kernel) would otherwise
@@ -231,6 +236,7 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
     fatal = []
     stall = []
     printed = [0]
+    last_line = [time.monotonic()]
     share_before = disk_usage(boot.out_dir)
     begin = time.monotonic()
     begin_wall = time.time()
@@ -244,6 +250,7 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
         with open(console_log, "wb") as log:
             for raw in proc.stdout:
                 printed[0] += len(raw)
+                last_line[0] = time.monotonic()
                 if printed[0] <= CONSOLE_LIMIT:
                     log.write(raw)
                     log.flush()
@@ -264,9 +271,13 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
         while proc.poll() is None:
             now = time.monotonic()
             stalled = stall and now - stall[0][0] > STALL_GRACE
-            hung = stalled or now - begin > timeout
+            silent = fatal and now - last_line[0] > CRASH_SILENCE
+            hung = stalled or silent or now - begin > timeout
             if stalled:
                 stopped = f"the kernel reported a hang: {stall[0][1]}"
+            elif silent:
+                stopped = (f"the guest crashed: {fatal[0]}; then it printed nothing "
+                           f"for {CRASH_SILENCE} s (hung?)")
             elif hung:
                 stopped = f"the guest did not finish within {timeout} s (hang?)"
             elif printed[0] > CONSOLE_LIMIT:

@@ -12,16 +12,18 @@ from lab import qemu
 
 class ScriptedGuest(SimpleNamespace):
     """A boot whose 'QEMU' prints `console` and then waits, as a stuck
-    guest does, or exits when `then_exit`."""
+    guest does, or exits when `then_exit`; `every` seconds apart if set."""
 
     def command(self, serial):
         end = "exit 0" if self.then_exit else "exec sleep 120"
-        return ["bash", "-c", f"printf '%s\\n' \"$@\"; {end}", "guest", *self.console]
+        pace = f"sleep {self.every}; " if self.every else ""
+        return ["bash", "-c", f"for line; do printf '%s\\n' \"$line\"; {pace}done; {end}",
+                "guest", *self.console]
 
 
-def watch(tmp_path, console, timeout, then_exit=False):
+def watch(tmp_path, console, timeout, then_exit=False, every=0):
     boot = ScriptedGuest(console=console, then_exit=then_exit, out_dir=tmp_path / "out",
-                         symbols=None, gdb_port=None)
+                         symbols=None, gdb_port=None, every=every)
     begin = time.monotonic()
     outcome = qemu.run_watched(boot, timeout, tmp_path / "console.log")
     return outcome, time.monotonic() - begin
@@ -54,3 +56,24 @@ def test_a_silent_hang_still_ends_at_the_timeout(tmp_path):
     outcome, seconds = watch(tmp_path, ["lab-run-started"], timeout=3)
     assert outcome.reason == "the guest did not finish within 3 s (hang?)"
     assert 3 <= seconds < 13
+
+
+OOPS = "[    1.976000] BUG: unable to handle page fault for address: 0000000000000008"
+
+
+def test_a_crashed_guest_that_goes_silent_is_stopped(tmp_path, monkeypatch):
+    monkeypatch.setattr(qemu, "CRASH_SILENCE", 2)
+    outcome, seconds = watch(tmp_path, ["lab-run-started", OOPS, "[    1.977000] ---[ end trace ]---"],
+                             timeout=60)
+    assert outcome.reason == (f"the guest crashed: {OOPS}; then it printed nothing "
+                              "for 2 s (hung?)")
+    assert 2 <= seconds < 12
+
+
+def test_a_crashed_guest_that_goes_on_printing_runs_to_its_end(tmp_path, monkeypatch):
+    monkeypatch.setattr(qemu, "CRASH_SILENCE", 2)
+    outcome, seconds = watch(tmp_path, [OOPS, "not ok 1 rotate", "not ok 2 shrink",
+                                        "ok 3 flush", "lab-run-finished"],
+                             timeout=60, then_exit=True, every=1)
+    assert outcome.reason == f"the guest crashed: {OOPS.strip()}"
+    assert seconds >= 4 and any("lab-run-finished" in line for line in outcome.tail)

@@ -131,8 +131,27 @@ def test_the_changes_between_snapshots(fake_lab):
         {"lru.c", "new.c", "other.c"}, "an edit undone is a change from the edit"
     (tree / "lru.c").write_text("int rotate(void) { return 8; }\n")
     git(tree, "commit", "-q", "-am", "eight")
-    assert incremental.changed_paths(tree, clean, incremental.snapshot(tree)) == {"lru.c"}
+    eight = incremental.snapshot(tree)
+    assert incremental.changed_paths(tree, clean, eight) == {"lru.c"}
+    git(tree, "checkout", "-q", "--detach", "HEAD~")
+    (tree / "lru.c").write_text("int rotate(void) { return 8; }\n")
+    assert incremental.changed_paths(tree, eight, incremental.snapshot(tree)) == set(), \
+        "the same files on another commit"
     assert incremental.snapshot(tree.parent) is None, "not a git tree"
+
+
+def test_a_change_to_the_kernel_release_is_a_change(fake_lab):
+    tree = fake_lab / "linux"
+    git(tree, "checkout", "-q", "--detach", "base")
+    tagged = incremental.snapshot(tree)
+    assert tagged["release"] == ""
+    (tree / "lru.c").write_text("int rotate(void) { return 7; }\n")
+    assert incremental.changed_paths(tree, tagged, incremental.snapshot(tree)) is None, \
+        "-dirty"
+    git(tree, "commit", "-q", "-am", "seven")
+    untagged = incremental.snapshot(tree)
+    assert untagged["release"] == "+"
+    assert incremental.changed_paths(tree, tagged, untagged) is None
 
 
 @pytest.fixture
