@@ -21,6 +21,7 @@ class Test:
     name: str
     command: str
     walkthrough: bool = False  # a host test that is a gdb walkthrough
+    timeout: int = None  # seconds it may take in the guest; None: the stage's timeout
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,16 @@ class Stage:
         """Seconds a non-interactive boot of this stage may take."""
         return int(self.data.get("timeout", 300))
 
+    def timeout_for(self, tests):
+        """Seconds a boot that runs just these guest tests may take: the
+        boot's allowance and each test's own timeout, when every one of
+        them declares one, and never more than the stage's. A grade that
+        runs one quick test then reports a hang in a minute or two, not
+        in the minutes the stage's longest tests need."""
+        if not tests or any(t.timeout is None for t in tests):
+            return self.timeout
+        return min(self.timeout, BOOT_ALLOWANCE + sum(t.timeout for t in tests))
+
     @property
     def packages(self):
         """Debian packages the stage needs on the host, beyond vm/packages."""
@@ -181,16 +192,20 @@ class Stage:
 
     def _tests(self, key):
         tests = []
-        allowed = {"name", "run", "walkthrough"} if key == "host_test" else {"name", "run"}
+        allowed = {"name", "run", "walkthrough"} if key == "host_test" else \
+            {"name", "run", "timeout"}
         for entry in self.data.get(key, []):
             name, command = entry.get("name"), entry.get("run")
+            timeout = entry.get("timeout")
             if not name or not command or set(entry) - allowed \
-                    or not isinstance(entry.get("walkthrough", False), bool):
+                    or not isinstance(entry.get("walkthrough", False), bool) \
+                    or not (timeout is None or (type(timeout) is int and timeout > 0)):
                 raise LabError(f"{settings.shown(self.declaration)}: every [[{key}]] has a "
                                f"name and a run command"
-                               + (", and may say walkthrough = true" if key == "host_test" else "")
+                               + (", and may say walkthrough = true" if key == "host_test"
+                                  else ", and may say timeout = <seconds>")
                                + f", and nothing else (got {entry})")
-            tests.append(Test(name, command, entry.get("walkthrough", False)))
+            tests.append(Test(name, command, entry.get("walkthrough", False), timeout))
         names = [t.name for t in tests]
         if len(set(names)) != len(names):
             raise LabError(f"{settings.shown(self.declaration)}: [[{key}]] names repeat: {names}")
@@ -250,6 +265,10 @@ class Stage:
     def gdb_scripts(self):
         return sorted((self.path / "gdb").glob("*.gdb"))
 
+
+# Seconds a boot may take beyond its tests' own timeouts: the boot under
+# a busy TCG host, the guest's set-up and its power-off.
+BOOT_ALLOWANCE = 60
 
 STAGE_KEYS = {"title", "chapter", "timeout", "packages", "host_tools", "host_files", "machine",
               "test", "host_test", "host_report", "program", "experiment"}

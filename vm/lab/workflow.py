@@ -184,8 +184,8 @@ def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=(), only=No
         initrd = build_guest(work, "test", tests=guest_tests)
         boot = qemu.Boot(work.kernel, initrd, "test", out, work.stage,
                          extra_cmdline=list(extra_cmdline), symbols=work.symbols)
-        outcome = qemu.run_watched(boot, work.stage.timeout, out / "console.log",
-                                   echo=not quiet)
+        outcome = qemu.run_watched(boot, work.stage.timeout_for(guest_tests),
+                                   out / "console.log", echo=not quiet)
         ktap_file = out / "ktap.txt"
         report = ktap.parse(ktap_file.read_text(errors="replace") if ktap_file.exists() else "")
     if not outcome.ok:

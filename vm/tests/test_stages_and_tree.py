@@ -223,8 +223,29 @@ def test_a_host_test_may_be_a_walkthrough_and_nothing_else(fake_lab):
             stage.host_tests
     (stage.path / "stage.toml").write_text(
         'title = "Demo"\n[[test]]\nname = "x"\nrun = "true"\nwalkthrough = true\n')
-    with pytest.raises(LabError, match="a name and a run command, and nothing else"):
+    with pytest.raises(LabError, match="a name and a run command, and may say timeout"):
         stage.tests
+
+
+def test_a_boot_of_tests_with_their_own_timeouts_may_take_their_sum(fake_lab):
+    stage = stages.resolve("01")
+    (stage.path / "stage.toml").write_text(
+        'title = "Demo"\ntimeout = 400\n[[test]]\nname = "quick"\nrun = "true"\ntimeout = 30\n'
+        '[[test]]\nname = "also"\nrun = "true"\ntimeout = 50\n'
+        '[[test]]\nname = "long"\nrun = "true"\n')
+    quick, also, long = stage.tests
+    assert stage.timeout_for([quick]) == stages.BOOT_ALLOWANCE + 30
+    assert stage.timeout_for([quick, also]) == stages.BOOT_ALLOWANCE + 80
+    assert stage.timeout_for([quick, long]) == 400, "a test without one: the stage's"
+    assert stage.timeout_for(stage.tests) == 400
+    (stage.path / "stage.toml").write_text(
+        'title = "Demo"\ntimeout = 70\n[[test]]\nname = "quick"\nrun = "true"\ntimeout = 30\n')
+    assert stage.timeout_for(stage.tests) == 70, "never more than the stage's"
+    for bad in ('timeout = 0', 'timeout = "30"', 'timeout = 2.5'):
+        (stage.path / "stage.toml").write_text(
+            f'title = "Demo"\n[[test]]\nname = "x"\nrun = "true"\n{bad}\n')
+        with pytest.raises(LabError, match="may say timeout = <seconds>"):
+            stage.tests
 
 
 def test_an_experiment_names_an_existing_patch_a_command_and_a_summary(fake_lab):
@@ -327,3 +348,20 @@ def test_a_copied_workshop_keeps_the_build_and_names_its_own_tree(fake_lab):
     for name in ("lru.o", ".lru.o.cmd"):
         assert (copy.path / ".kbuild" / name).stat().st_mtime_ns == 10**18
     assert (first.path / ".kbuild" / ".lru.o.cmd").read_text().count(str(first.path)) == 2
+
+
+def test_a_grade_boot_is_given_the_timeout_of_the_tests_it_runs(fake_lab, monkeypatch):
+    from lab import qemu, workflow
+    stage = stages.resolve("01")
+    (stage.path / "stage.toml").write_text(
+        'title = "Demo"\ntimeout = 400\n[[test]]\nname = "quick"\nrun = "true"\ntimeout = 30\n'
+        '[[test]]\nname = "long"\nrun = "true"\n')
+    work = workflow.prepare_stage("01")
+    given = []
+    monkeypatch.setattr(workflow, "build_guest", lambda *args, **kwargs: fake_lab / "initrd")
+    monkeypatch.setattr(qemu, "Boot", lambda *args, **kwargs: None)
+    monkeypatch.setattr(qemu, "run_watched", lambda boot, timeout, *args, **kwargs: (
+        given.append(timeout), qemu.Outcome(True, "the guest finished", [], 0.0))[1])
+    workflow.run_tests(work, quiet=True, build=False, only={"quick"})
+    workflow.run_tests(work, quiet=True, build=False)
+    assert given == [stages.BOOT_ALLOWANCE + 30, 400]
