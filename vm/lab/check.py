@@ -11,10 +11,10 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
-from . import (debugger, exercises, experiments, handout, settings, stages, submission,
-               workflow)
+from . import (classgrade, debugger, exercises, experiments, fixtures, handout, settings,
+               stages, submission, workflow)
 from .errors import LabError
-from .log import info
+from .log import info, warn
 from .tree import KernelTree, release_workshops
 
 PYTHON = "/usr/bin/python3"  # Debian's, which has python3-pytest
@@ -289,6 +289,18 @@ def _replay_handout(made):
     return None
 
 
+def seed_grading_slot(stage):
+    """The kernel tier's class-grading test grades this stage in a slot of
+    its own. Made now, as a copy of the workshop that has just built the
+    stage, the slot's first grade recompiles a file and relinks; made
+    later, it would build a whole kernel (more than 15 minutes of a check)."""
+    main = KernelTree()
+    try:
+        classgrade.slot_tree(main, stage, 1, seed=main.workshop(1))
+    except (LabError, subprocess.CalledProcessError) as error:
+        warn(f"the grading slot stays cold: {error}")
+
+
 def start_prebuild():
     """The kernel-tier tests marked `prebuild`, run now in the background
     at the lowest priority: a guest under TCG leaves the cores half idle,
@@ -324,9 +336,12 @@ def cmd_check(args):
                    f"--ignore={book_tests}", "-m", "not kernel")
     if args.tier in ("guest", "all"):
         prebuild = start_prebuild() if not args.stage else None
+        class_stage = fixtures.class_stage() if not args.stage else None
         for stage in [stages.resolve(args.stage)] if args.stage else stages.all_stages():
             info(f"guest tier: stage {stage.slug}")
             guest_tier(tally, stage)
+            if class_stage and stage.slug == class_stage.slug:
+                seed_grading_slot(stage)
         if prebuild:
             finish_prebuild(prebuild)
         info("guest tier: the machinery against panicking, hanging, flooding and "

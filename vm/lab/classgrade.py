@@ -30,7 +30,7 @@ from pathlib import Path
 from . import exercises, kbuild, report, settings, stages, submission, workflow
 from .errors import LabError
 from .log import info
-from .tree import KernelTree
+from .tree import KernelTree, copy_built_tree
 
 # A grade needs a guest (1 GiB), QEMU around it, and a compiler.
 MEMORY_PER_GRADE = 2 * 2**30
@@ -117,13 +117,20 @@ def parallel_grades(requested=None):
 
 # -- one grade, in a child process -------------------------------------------------
 
-def slot_tree(main, stage, number):
-    """Slot N: a worktree of the kernel tree at build/grading/slot-N."""
+def slot_tree(main, stage, number, seed=None):
+    """Slot N: a worktree of the kernel tree at build/grading/slot-N. A new
+    slot made with a `seed`, a built worktree of the same kernel tree,
+    starts as its copy: the slot's first grade is then an incremental
+    build, not a whole kernel."""
     path = settings.BUILD / "grading" / f"slot-{number}"
     if not (path / ".git").exists():
         main.git("worktree", "prune")
         path.parent.mkdir(parents=True, exist_ok=True)
-        main.git("worktree", "add", "-q", "--detach", str(path), stage.branch)
+        main.git("worktree", "add", "-q", "--detach", *(["--no-checkout"] if seed else []),
+                 str(path), stage.branch)
+        if seed:
+            info(f"grading slot {number} starts as a copy of {settings.shown(seed.path)}")
+            copy_built_tree(seed, KernelTree(path))
     return KernelTree(path)
 
 

@@ -8,7 +8,7 @@ the stage's KUnit suite calls at boot from a kthread, where it may sleep.
 import re
 from pathlib import Path
 
-from . import exercises
+from . import exercises, stages
 from .errors import LabError
 from .tree import KernelTree
 
@@ -70,6 +70,21 @@ def target(exercise_set):
             return exercise
     raise LabError(f"stage {exercise_set.stage.slug} has no exercise in a kernel C function "
                    "to build unsafe fixtures from")
+
+
+def class_stage():
+    """The stage whose class of unsafe submissions `make check` grades:
+    the first with an exercise in a kernel C function."""
+    for stage in stages.all_stages():
+        exercise_set = exercises.load(stage)
+        if exercise_set:
+            try:
+                target(exercise_set)
+                return stage
+            except LabError:
+                continue
+    raise LabError("no stage has an exercise in a kernel C function to build unsafe "
+                   "fixtures from")
 
 
 def solved_file(tree, exercise_set, file):

@@ -225,36 +225,8 @@ class KernelTree:
         return KernelTree(path)
 
     def copy_workshop(self, number, source=1):
-        """Make workshop `number` a copy of workshop `source`, its files and
-        object dirs with their times, so that its next build is an
-        incremental one and not a whole kernel: with every object a ccache
-        hit, a cold build still runs objtool on each of them and took 10 to
-        20 minutes of a busy check. The command lines kbuild records name
-        the tree they ran in (the debug prefix map, and objtool's own build,
-        which uses absolute paths): they are rewritten to name the copy, or
-        kbuild would see every command changed and rebuild everything."""
-        origin = self.workshop(source)
-        copy = self.workshop(number, checkout=False)
-        pointer = (copy.path / ".git").read_text()
-        for entry in copy.path.iterdir():
-            if entry.name != ".git":
-                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() \
-                    else entry.unlink()
-        subprocess.run(["cp", "-a", f"{origin.path}/.", f"{copy.path}/"], check=True)
-        (copy.path / ".git").write_text(pointer)
-        old = f"{origin.path.resolve()}/".encode()
-        new = f"{copy.path.resolve()}/".encode()
-        for obj in copy.path.glob(".kbuild*"):
-            for record in [*obj.rglob(".*.cmd"), *obj.rglob(".*.d")]:
-                text = record.read_bytes()
-                if old in text:
-                    times = record.stat()
-                    record.write_bytes(text.replace(old, new))
-                    os.utime(record, ns=(times.st_atime_ns, times.st_mtime_ns))
-        # The index takes the origin's commit and the copied files' state.
-        copy.git("reset", "-q", "--soft", origin.rev("HEAD"))
-        copy.git("reset", "-q")
-        return copy
+        """Make workshop `number` a copy of workshop `source` (copy_built_tree)."""
+        return copy_built_tree(self.workshop(source), self.workshop(number, checkout=False))
 
     def reset_workshop(self, rev, patches=(), number=1):
         workshop = self.workshop(number)
@@ -319,6 +291,38 @@ def _hold_workshop_lock(path):
         info(f"waiting for another lab command to finish with {path}")
         fcntl.flock(lock, fcntl.LOCK_EX)
     _workshop_locks[path] = lock
+
+
+def copy_built_tree(origin, copy):
+    """Make `copy`, another worktree of the same repository, a copy of
+    `origin`: its files and object dirs with their times, so that the
+    copy's next build is an incremental one and not a whole kernel. With
+    every object a ccache hit, a cold build still runs objtool on each of
+    them, and took 10 to 20 minutes of a busy check. The command lines
+    kbuild records name the tree they ran in (the debug prefix map, and
+    objtool's own build, which uses absolute paths): they are rewritten to
+    name the copy, or kbuild would see every command changed and rebuild
+    everything."""
+    pointer = (copy.path / ".git").read_text()
+    for entry in copy.path.iterdir():
+        if entry.name != ".git":
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() \
+                else entry.unlink()
+    subprocess.run(["cp", "-a", f"{origin.path}/.", f"{copy.path}/"], check=True)
+    (copy.path / ".git").write_text(pointer)
+    old = f"{origin.path.resolve()}/".encode()
+    new = f"{copy.path.resolve()}/".encode()
+    for obj in copy.path.glob(".kbuild*"):
+        for record in [*obj.rglob(".*.cmd"), *obj.rglob(".*.d")]:
+            text = record.read_bytes()
+            if old in text:
+                times = record.stat()
+                record.write_bytes(text.replace(old, new))
+                os.utime(record, ns=(times.st_atime_ns, times.st_mtime_ns))
+    # The index takes the origin's commit and the copied files' state.
+    copy.git("reset", "-q", "--soft", origin.rev("HEAD"))
+    copy.git("reset", "-q")
+    return copy
 
 
 def release_workshops():

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from lab import classgrade, exercises, fixtures, settings, stages
+from lab import classgrade, fixtures, qemu, settings
 
 pytestmark = pytest.mark.kernel
 
@@ -15,21 +15,9 @@ pytestmark = pytest.mark.kernel
 BOOT_TIMEOUT = 90
 
 
-def fixture_stage():
-    for stage in stages.all_stages():
-        exercise_set = exercises.load(stage)
-        if exercise_set:
-            try:
-                fixtures.target(exercise_set)
-                return stage
-            except Exception:
-                continue
-    pytest.fail("no stage has an exercise in a kernel C function")
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    stage = fixture_stage()
+    stage = fixtures.class_stage()
     directory = tmp_path_factory.mktemp("class")
     expected = fixtures.write_class(directory, stage, solutions=2)
     out = settings.BUILD / "check" / "class" / stage.slug
@@ -53,7 +41,7 @@ def test_an_unsafe_submission_is_a_failed_grade_with_its_reason(graded, kind):
     assert expected[kind] in verdict.reason, verdict.reason
     assert verdict.console_tail or kind == "hang"
     log = run.out / kind / "run" / "console.log"
-    assert log.stat().st_size <= 8 * 2**20 + 65536
+    assert log.stat().st_size <= qemu.CONSOLE_LIMIT + 65536
     left = sum(f.stat().st_blocks * 512 for f in (run.out / kind).rglob("*") if f.is_file())
     assert left < 32 * 2**20, f"{kind} left {left >> 20} MiB on the grading machine"
 

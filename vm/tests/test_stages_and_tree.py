@@ -319,10 +319,26 @@ def test_a_worktree_of_the_kernel_tree_shares_its_workshop(fake_lab, tmp_path):
     assert main.workshop().path == main.path.with_name(main.path.name + ".workshop")
 
 
-def test_a_copied_workshop_keeps_the_build_and_names_its_own_tree(fake_lab):
-    # A second workshop made as a copy of a built first one must look to
-    # kbuild like a tree it built itself: same files and times, and the
-    # command lines it recorded naming the copy, not the first workshop.
+def copy_as_second_workshop(main):
+    copy = main.copy_workshop(2, source=1)
+    assert copy.path == main.workshop(2).path
+    return copy
+
+
+def copy_as_grading_slot(main):
+    from lab import classgrade
+    copy = classgrade.slot_tree(main, stages.resolve("01"), 1, seed=main.workshop(1))
+    assert copy.path == settings.BUILD / "grading" / "slot-1"
+    assert classgrade.slot_tree(main, stages.resolve("01"), 1).path == copy.path
+    return copy
+
+
+@pytest.mark.parametrize("make_copy", [copy_as_second_workshop, copy_as_grading_slot])
+def test_a_copied_workshop_keeps_the_build_and_names_its_own_tree(fake_lab, make_copy):
+    # A second workshop, or a new grading slot, made as a copy of a built
+    # workshop must look to kbuild like a tree it built itself: same files
+    # and times, and the command lines it recorded naming the copy, not
+    # the workshop.
     main = KernelTree()
     main.prepare(stages.resolve("01"))
     first = main.reset_workshop("stage/01-demo")
@@ -336,8 +352,8 @@ def test_a_copied_workshop_keeps_the_build_and_names_its_own_tree(fake_lab):
     os.utime(obj / "lru.o", ns=(1, 10**18))
     os.utime(obj / ".lru.o.cmd", ns=(1, 10**18))
 
-    copy = main.copy_workshop(2, source=1)
-    assert copy.path == main.workshop(2).path != first.path
+    copy = make_copy(main)
+    assert copy.path != first.path
     assert (copy.path / "lru.c").read_text() == (first.path / "lru.c").read_text()
     assert copy.rev("HEAD") == first.rev("HEAD")
     assert copy.dirty_files() == first.dirty_files() == [" M lru.c"]
