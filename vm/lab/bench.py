@@ -249,8 +249,10 @@ def cmd_bench_class(args):
     warm_inbox = root / "warm"
     warm_inbox.mkdir()
     shutil.copy2(inbox / "solved.patch", warm_inbox / "warm.patch")
-    info("class bench: one grade to warm the slot up")
-    classgrade.grade_class(classgrade.ClassRun(stage, warm_inbox, root / "warm-out", jobs=1))
+    info("class bench: the first grade in a new slot, which warms it up")
+    classgrade.remove_slots(KernelTree())
+    [first] = classgrade.grade_class(classgrade.ClassRun(stage, warm_inbox, root / "warm-out",
+                                                        jobs=1))
     jobs = classgrade.parallel_grades(args.jobs)
     info(f"class bench: {len(names)} submissions, {jobs} at a time")
     begin = time.monotonic()
@@ -263,7 +265,9 @@ def cmd_bench_class(args):
              f"{per_hour:.0f} submissions/hour; target: 60"),
             ("warm grade of one submission: reset, incremental build, boot, tests "
              "(median)", f"{statistics.median(singles):.0f} s",
-             f"min {singles[0]:.0f} s, max {singles[-1]:.0f} s; target: under 60 s")]
+             f"min {singles[0]:.0f} s, max {singles[-1]:.0f} s; target: under 60 s"),
+            ("first grade in a new slot: a copy of a built tree, then as above",
+             f"{first.seconds:.0f} s", "target: at most 90 s")]
     table = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
     section = (f"## Class grading ({date.today().isoformat()}, stage {stage.slug})\n\n"
                f"Measured by `make bench-class`. Machine: {machine()}; accelerator: "

@@ -294,9 +294,8 @@ def seed_grading_slot(stage):
     its own. Made now, as a copy of the workshop that has just built the
     stage, the slot's first grade recompiles a file and relinks; made
     later, it would build a whole kernel (more than 15 minutes of a check)."""
-    main = KernelTree()
     try:
-        classgrade.slot_tree(main, stage, 1, seed=main.workshop(1))
+        classgrade.grading_slots(KernelTree(), stage, 1)
     except (LabError, subprocess.CalledProcessError) as error:
         warn(f"the grading slot stays cold: {error}")
 

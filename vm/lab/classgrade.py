@@ -18,6 +18,7 @@ grades again one that was interrupted.
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,6 +133,28 @@ def slot_tree(main, stage, number, seed=None):
             info(f"grading slot {number} starts as a copy of {settings.shown(seed.path)}")
             copy_built_tree(seed, KernelTree(path))
     return KernelTree(path)
+
+
+def remove_slots(main):
+    """Every grading slot, gone: the next class starts in new ones."""
+    for path in sorted((settings.BUILD / "grading").glob("slot-*")):
+        main.git("worktree", "remove", "--force", str(path), check=False)
+        shutil.rmtree(path, ignore_errors=True)
+    main.git("worktree", "prune")
+
+
+def grading_slots(main, stage, count):
+    """Slots 1 to count. A new slot starts as a copy of a built tree, so
+    that its first grade is not a whole kernel (ccache misses under the
+    slot's own path, and objtool runs on every object anyway): slot 1 from
+    the workshop, if no other lab command is working in it, else from the
+    kernel tree itself; every later slot from slot 1."""
+    arch = stage.machine.arch
+    with main.borrowed_workshop(1) as workshop:
+        seeds = [tree for tree in (workshop, main) if tree and kbuild.has_built(tree.path, arch)]
+        first = slot_tree(main, stage, 1, seed=seeds[0] if seeds else None)
+    built = first if kbuild.has_built(first.path, arch) else None
+    return [first] + [slot_tree(main, stage, number, seed=built) for number in range(2, count + 1)]
 
 
 def with_timeout(stage, seconds):
@@ -271,8 +294,8 @@ def grade_class(run, command_for=child_command):
          f"refused, {len(pending)} to grade, {jobs} at a time")
 
     slots = queue.Queue()
-    for number in range(1, min(jobs, max(1, len(pending))) + 1):
-        slots.put(slot_tree(main, run.stage, number))
+    for slot in grading_slots(main, run.stage, min(jobs, max(1, len(pending)))):
+        slots.put(slot)
     env = dict(os.environ, PYTHONPATH=str(settings.REPO / "vm"),
                BUILD=str(settings.BUILD), KERNEL_TREE=str(settings.KERNEL_TREE),
                # A shared machine may ask for less with BUILD_JOBS.

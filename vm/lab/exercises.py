@@ -380,7 +380,7 @@ def wait_for_workshops():
 
 def _is_cold(tree, stage):
     """True when the tree has never been built for the stage's machine."""
-    return not (kbuild.object_dir(tree.path, stage.machine.arch) / "lab-build.key").exists()
+    return not kbuild.has_built(tree.path, stage.machine.arch)
 
 
 def _seed_second_workshop(main, stage):

@@ -41,6 +41,11 @@ def object_dir(tree, arch="x86_64"):
     return Path(tree).resolve() / f".kbuild{suffix}"
 
 
+def has_built(tree, arch="x86_64"):
+    """True when the lab has built a kernel in the tree for this machine."""
+    return (object_dir(tree, arch) / "lab-build.key").exists()
+
+
 # `git clean -x` in a lab-owned tree keeps the object dirs.
 KEEP_ON_CLEAN = ("-e", "/.kbuild", "-e", "/.kbuild-*")
 

@@ -4,6 +4,7 @@ A stage branch is the previous stage plus that stage's patch series applied
 with `git am`. The lab never discards work: anything that would rewrite the
 working tree first checks that it is clean.
 """
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -206,6 +207,23 @@ class KernelTree:
             return Path(common).parent
         return self.path
 
+    @contextlib.contextmanager
+    def borrowed_workshop(self, number=1):
+        """The workshop, or None when it does not exist or another lab
+        command is working in it; its lock, if taken here, is given back
+        on leaving."""
+        main = self.main_tree()
+        path = main.with_name(main.name + ".workshop" + ("" if number == 1 else str(number)))
+        held = path in _workshop_locks
+        if not (path / ".git").exists() or not _hold_workshop_lock(path, wait=False):
+            yield None
+            return
+        try:
+            yield KernelTree(path)
+        finally:
+            if not held:
+                _workshop_locks.pop(path).close()
+
     def workshop(self, number=1, checkout=True):
         """A lab-owned worktree beside the tree (build/linux.workshop) where
         branches are made and graders are proven. The student's working tree
@@ -278,19 +296,24 @@ class KernelTree:
 _workshop_locks = {}
 
 
-def _hold_workshop_lock(path):
+def _hold_workshop_lock(path, wait=True):
     """One lab process at a time works in a workshop: a second one (say a
     `make solutions` during a `make check`) would check files out under the
-    first one's build. The lock is held until the process exits."""
+    first one's build. The lock is held until the process exits. With
+    wait=False, False when another process holds it."""
     if path in _workshop_locks:
-        return
+        return True
     lock = open(path.with_name(path.name + ".lock"), "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        if not wait:
+            lock.close()
+            return False
         info(f"waiting for another lab command to finish with {path}")
         fcntl.flock(lock, fcntl.LOCK_EX)
     _workshop_locks[path] = lock
+    return True
 
 
 def copy_built_tree(origin, copy):
@@ -303,13 +326,13 @@ def copy_built_tree(origin, copy):
     objtool's own build, which uses absolute paths): they are rewritten to
     name the copy, or kbuild would see every command changed and rebuild
     everything."""
-    pointer = (copy.path / ".git").read_text()
     for entry in copy.path.iterdir():
         if entry.name != ".git":
             shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() \
                 else entry.unlink()
-    subprocess.run(["cp", "-a", f"{origin.path}/.", f"{copy.path}/"], check=True)
-    (copy.path / ".git").write_text(pointer)
+    # Not .git: the origin may be the kernel tree, whose .git is the repository.
+    entries = sorted(str(e) for e in origin.path.iterdir() if e.name != ".git")
+    subprocess.run(["cp", "-a", *entries, f"{copy.path}/"], check=True)
     old = f"{origin.path.resolve()}/".encode()
     new = f"{copy.path.resolve()}/".encode()
     for obj in copy.path.glob(".kbuild*"):

@@ -366,6 +366,57 @@ def test_a_copied_workshop_keeps_the_build_and_names_its_own_tree(fake_lab, make
     assert (first.path / ".kbuild" / ".lru.o.cmd").read_text().count(str(first.path)) == 2
 
 
+def mark_built(tree, lru):
+    (tree.path / "lru.c").write_text(lru)
+    (tree.path / ".kbuild").mkdir(exist_ok=True)
+    (tree.path / ".kbuild" / "lab-build.key").write_text("built\n")
+
+
+def test_new_grading_slots_start_as_copies_of_the_built_workshop(fake_lab):
+    from lab import classgrade, kbuild
+    main, stage = KernelTree(), stages.resolve("01")
+    main.prepare(stage)
+    mark_built(main.reset_workshop("stage/01-demo"), "the workshop's\n")
+    first, second = classgrade.grading_slots(main, stage, 2)
+    assert [first.path.name, second.path.name] == ["slot-1", "slot-2"]
+    for slot in (first, second):
+        assert (slot.path / "lru.c").read_text() == "the workshop's\n"
+        assert kbuild.has_built(slot.path)
+    # An existing slot is kept as it is.
+    (first.path / "lru.c").write_text("graded since\n")
+    assert (classgrade.grading_slots(main, stage, 1)[0].path / "lru.c").read_text() == \
+        "graded since\n"
+
+
+def test_a_busy_workshop_is_not_waited_for_and_a_cold_one_is_not_copied(fake_lab):
+    from lab import classgrade, kbuild
+    from lab.tree import release_workshops
+    main, stage = KernelTree(), stages.resolve("01")
+    main.prepare(stage)
+    workshop = main.reset_workshop("stage/01-demo")
+    mark_built(workshop, "the workshop's\n")
+    release_workshops()
+    lock = workshop.path.with_name(workshop.path.name + ".lock")
+    holder = subprocess.Popen(["flock", str(lock), "sleep", "60"])
+    try:
+        while subprocess.run(["flock", "-n", str(lock), "true"]).returncode == 0:
+            pass
+        # Nothing else is built: the slot is a plain checkout.
+        [cold] = classgrade.grading_slots(main, stage, 1)
+        assert not kbuild.has_built(cold.path)
+        assert (cold.path / "lru.c").read_text() != "the workshop's\n"
+        classgrade.remove_slots(main)
+        assert not cold.path.exists() and str(cold.path) not in main.git("worktree", "list").stdout
+        # The kernel tree itself is built: the slot starts from it.
+        mark_built(main, "the tree's own\n")
+        [slot] = classgrade.grading_slots(main, stage, 1)
+        assert (slot.path / "lru.c").read_text() == "the tree's own\n"
+        assert holder.poll() is None
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_grade_boot_is_given_the_timeout_of_the_tests_it_runs(fake_lab, monkeypatch):
     from lab import qemu, workflow
     stage = stages.resolve("01")
