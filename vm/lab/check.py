@@ -325,14 +325,31 @@ def finish_prebuild(prebuild):
     prebuild.wait()
 
 
+class Phases:
+    """How long each part of the check took, for its last lines: CI shows
+    only the end of a run."""
+    def __init__(self):
+        self.done, self.since = [], time.monotonic()
+
+    def end(self, name):
+        now = time.monotonic()
+        self.done.append((name, now - self.since))
+        self.since = now
+
+    def __str__(self):
+        return ", ".join(f"{name} {seconds / 60:.1f} min" for name, seconds in self.done)
+
+
 def cmd_check(args):
     check_started = time.monotonic()
     tally = Tally()
+    phases = Phases()
     book_tests = settings.REPO / "vm" / "tests" / "test_book.py"
     if args.tier in ("host", "all"):
         info("host tier: the machinery's own tests")
         run_pytest(tally, "host", [settings.REPO / "vm" / "tests"],
                    f"--ignore={book_tests}", "-m", "not kernel")
+        phases.end("host tier")
     if args.tier in ("guest", "all"):
         prebuild = start_prebuild() if not args.stage else None
         class_stage = fixtures.class_stage() if not args.stage else None
@@ -343,6 +360,7 @@ def cmd_check(args):
                 seed_grading_slot(stage)
         if prebuild:
             finish_prebuild(prebuild)
+        phases.end("stages")
         info("guest tier: the machinery against panicking, hanging, flooding and "
              "disk-filling guests and submissions")
         workshop = KernelTree().workshop()
@@ -366,6 +384,7 @@ def cmd_check(args):
                    *([f"--ignore={class_tests}"] if args.stage else []))
         if kit:
             kit.join()
+        phases.end("kernel tier and kit")
     if args.tier in ("host", "all") and book_tests.exists():
         info("book: rendering and checking (after the guest tier, so it shows real results)")
         try:
@@ -373,7 +392,8 @@ def cmd_check(args):
             run_pytest(tally, "book", [book_tests])
         except LabError as error:
             tally.record("book: stage branches for the listings", False, str(error))
-    info(f"make check took {(time.monotonic() - check_started) / 60:.1f} min")
+        phases.end("book")
+    info(f"make check took {(time.monotonic() - check_started) / 60:.1f} min: {phases}")
     if tally.failed:
         print("\nFailures:")
         for name, detail in tally.failed:
