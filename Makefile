@@ -49,7 +49,7 @@ help:
 	@echo "  make check                  run every test; ends with 'N passed, N failed, N skipped'"
 	@echo "                              (STAGE=NN: only that stage's guest tier; TIER=host|guest)"
 	@echo "  make bench                  measure build and boot times (docs/benchmarks.md)"
-	@echo "  make bench-class [JOBS=N]   measure class grading: submissions/hour, one warm grade"
+	@echo "  make bench-class [JOBS=N]   measure class grading: a new slot's first grade, then submissions/hour"
 	@echo "  make deps                   install missing Debian packages"
 	@echo "  make stages                 list the stages"
 	@echo "  make clean                  remove build outputs (keeps the kernel tree)"

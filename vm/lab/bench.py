@@ -232,7 +232,7 @@ def write_section(section, heading):
         text = text.rstrip("\n") + "\n\n" + section
     else:
         end = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[end + 1:] if end != -1 else "")
+        text = text[:start] + section.rstrip("\n") + "\n" + (text[end:] if end != -1 else "")
     path.write_text(text)
 
 
@@ -251,8 +251,8 @@ def cmd_bench_class(args):
     shutil.copy2(inbox / "solved.patch", warm_inbox / "warm.patch")
     info("class bench: the first grade in a new slot, which warms it up")
     classgrade.remove_slots(KernelTree())
-    [first] = classgrade.grade_class(classgrade.ClassRun(stage, warm_inbox, root / "warm-out",
-                                                        jobs=1))
+    first = timed(lambda: classgrade.grade_class(
+        classgrade.ClassRun(stage, warm_inbox, root / "warm-out", jobs=1)))
     jobs = classgrade.parallel_grades(args.jobs)
     info(f"class bench: {len(names)} submissions, {jobs} at a time")
     begin = time.monotonic()
@@ -267,7 +267,7 @@ def cmd_bench_class(args):
              "(median)", f"{statistics.median(singles):.0f} s",
              f"min {singles[0]:.0f} s, max {singles[-1]:.0f} s; target: under 60 s"),
             ("first grade in a new slot: a copy of a built tree, then as above",
-             f"{first.seconds:.0f} s", "target: at most 90 s")]
+             f"{first:.0f} s", "the copy included; target: at most 90 s")]
     table = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
     section = (f"## Class grading ({date.today().isoformat()}, stage {stage.slug})\n\n"
                f"Measured by `make bench-class`. Machine: {machine()}; accelerator: "
