@@ -207,13 +207,16 @@ class KernelTree:
             return Path(common).parent
         return self.path
 
+    def _workshop_path(self, number):
+        main = self.main_tree()
+        return main.with_name(main.name + ".workshop" + ("" if number == 1 else str(number)))
+
     @contextlib.contextmanager
     def borrowed_workshop(self, number=1):
         """The workshop, or None when it does not exist or another lab
         command is working in it; its lock, if taken here, is given back
         on leaving."""
-        main = self.main_tree()
-        path = main.with_name(main.name + ".workshop" + ("" if number == 1 else str(number)))
+        path = self._workshop_path(number)
         held = path in _workshop_locks
         if not (path / ".git").exists() or not _hold_workshop_lock(path, wait=False):
             yield None
@@ -233,8 +236,7 @@ class KernelTree:
         proofs also use a second one (build/linux.workshop2), to build one
         variant while another boots. checkout=False makes a missing one
         empty, for copy_workshop to fill."""
-        main = self.main_tree()
-        path = main.with_name(main.name + ".workshop" + ("" if number == 1 else str(number)))
+        path = self._workshop_path(number)
         _hold_workshop_lock(path)
         if not (path / ".git").exists():
             self.git("worktree", "prune")
