@@ -149,14 +149,14 @@ def plan(obj, changed, tree):
     """(objects, builtin) to compile again for these changed paths: no
     objects when no build is needed; None when only kbuild's whole build
     will do."""
+    if not changed:
+        return set(), set()
     if not (obj / "vmlinux.a").exists():
         return None
     if not all((Path(tree) / path).exists() for path in changed):
         return None
     if any(BUILD_SYSTEM.search(path) for path in changed):
         return None
-    if not changed:
-        return set(), set()
     readers = _readers(obj, sorted(changed))
     if readers is None or len(readers) > MOST_OBJECTS:
         return None

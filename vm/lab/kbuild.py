@@ -43,7 +43,7 @@ def object_dir(tree, arch="x86_64"):
 
 def has_built(tree, arch="x86_64"):
     """True when the lab has built a kernel in the tree for this machine."""
-    return (object_dir(tree, arch) / "lab-build.key").exists()
+    return incremental.recorded(object_dir(tree, arch)) is not None
 
 
 # `git clean -x` in a lab-owned tree keeps the object dirs.
@@ -282,16 +282,6 @@ def base_key(obj, stage_list, targets, arch):
     return digest.hexdigest()
 
 
-def build_key(tree, obj, stage_list, targets, arch):
-    """The base key and the sources: None when either cannot be known,
-    which always builds."""
-    state = source_state(tree)
-    base = base_key(obj, stage_list, targets, arch)
-    if state is None or base is None:
-        return None
-    return hashlib.sha256(f"{state}|{base}".encode()).hexdigest()
-
-
 def products_state(obj, image):
     """The config and products as the last build left them: anything else
     that builds in the object dir (a make by hand, a host test) makes the
@@ -332,17 +322,16 @@ def build(tree, obj, stage_list, quiet=False, nice=0):
     targets = ["vmlinux", "modules", "scripts_gdb"]
     if image != "vmlinux":
         targets.append(Path(image).name)
-    stamp = obj / "lab-build.key"
-    key = build_key(tree, obj, stage_list, targets, arch)
-    if key and stamp.exists() and stamp.read_text() == key + products_state(obj, image):
-        info(f"the kernel in {obj} is up to date")
-        return obj / image
     # Both taken before the build begins: an edit made while it runs
     # makes the next build run again.
     base = base_key(obj, stage_list, targets, arch)
     sources = incremental.snapshot(tree)
     work = _least_work(tree, obj, base, image, sources)
-    stamp.unlink(missing_ok=True)
+    if work == (set(), set()):
+        # Nothing kbuild reads changed, Kconfig's inputs included: no
+        # configuring either.
+        info(f"the kernel in {obj} is up to date")
+        return obj / image
     incremental.forget(obj)
     config = obj / ".config"
     config_time = config.stat().st_mtime_ns if config.exists() else None
@@ -354,7 +343,7 @@ def build(tree, obj, stage_list, quiet=False, nice=0):
         if work is None:
             info(f"building the kernel in {obj}")
             make(tree, obj, *targets, arch=arch, quiet=quiet, log=log, nice=nice)
-        elif work[0]:
+        else:
             objects, builtin = work
             info(f"building the kernel in {obj}: {len(objects)} object(s) changed")
             make(tree, obj, *sorted(objects), arch=arch, quiet=quiet, log=log, nice=nice)
@@ -362,15 +351,10 @@ def build(tree, obj, stage_list, quiet=False, nice=0):
                 incremental.mark_newer(incremental.archives_above(obj, builtin))
             make(tree, obj, f"build-dir={incremental.no_walk_dir(obj)}", *targets,
                  arch=arch, quiet=quiet, log=log, nice=nice)
-        else:
-            info(f"the kernel in {obj} is up to date: no file it is built from changed")
-        if work is None or work[0]:
-            staging = obj / "lab-modules"
-            shutil.rmtree(staging, ignore_errors=True)
-            make(tree, obj, "modules_install", f"INSTALL_MOD_PATH={staging}",
-                 "INSTALL_MOD_STRIP=1", "DEPMOD=/sbin/depmod", arch=arch, quiet=True, log=log)
-    if key:
-        stamp.write_text(key + products_state(obj, image))
+        staging = obj / "lab-modules"
+        shutil.rmtree(staging, ignore_errors=True)
+        make(tree, obj, "modules_install", f"INSTALL_MOD_PATH={staging}",
+             "INSTALL_MOD_STRIP=1", "DEPMOD=/sbin/depmod", arch=arch, quiet=True, log=log)
     if base and sources:
         incremental.record(obj, base, products_state(obj, image), sources)
     return obj / image

@@ -1,7 +1,8 @@
 """A build with nothing changed skips configuring and kbuild, and any
 change that goes into the kernel builds again: an edit to a tracked file,
-a new file, another commit, a changed fragment, or an object dir that
-something else built in. An edit undone is the same sources again."""
+a new file, a commit of other files, a tag that changes the kernel's
+release, a changed fragment, or an object dir that something else built
+in. An edit undone, or an empty commit, is the same sources again."""
 import pytest
 
 from conftest import git
@@ -84,7 +85,9 @@ def test_a_commit_a_fragment_and_a_foreign_build_are_seen(counted_build):
     git(work.tree.path, "commit", "-q", "-am", "student: three")
     assert builds() == 1
     git(work.tree.path, "commit", "-q", "--allow-empty", "-m", "student: nothing")
-    assert builds() == 1, "another HEAD is another build, even with the same files"
+    assert builds() == 0, "the same files on another commit are the same kernel"
+    git(work.tree.path, "tag", "-a", "v-demo", "-m", "an annotated tag, as setlocalversion reads")
+    assert builds() == 1, "a tag changes the release setlocalversion gives the kernel"
     fragment.write_text("CONFIG_DEMO=m\n")
     assert builds() == 1
     (work.obj / ".config").write_text("CONFIG_DEMO=n\n")

@@ -367,9 +367,10 @@ def test_a_copied_workshop_keeps_the_build_and_names_its_own_tree(fake_lab, make
 
 
 def mark_built(tree, lru):
+    from lab import incremental
     (tree.path / "lru.c").write_text(lru)
     (tree.path / ".kbuild").mkdir(exist_ok=True)
-    (tree.path / ".kbuild" / "lab-build.key").write_text("built\n")
+    incremental.record(tree.path / ".kbuild", "base", "products", incremental.snapshot(tree.path))
 
 
 def test_new_grading_slots_start_as_copies_of_the_built_workshop(fake_lab):
