@@ -49,10 +49,21 @@ class Exercise:
 
 
 @dataclass
+class ModuleProof:
+    """[proof] in exercises.toml: every exercise's tests are results of
+    one module (tests is their common prefix) that compiles its own copy
+    of the exercised code, so a variant is proven by building that module
+    again, with the kernel its stage last built."""
+    module: str
+    tests: str
+
+
+@dataclass
 class ExerciseSet:
     stage: stages.Stage
     exercises: list
     required: list = field(default_factory=list)  # results every exercise relies on
+    proof: "ModuleProof | None" = None
 
     @property
     def dir(self):
@@ -88,7 +99,28 @@ def load(stage):
     names = [e.name for e in items]
     if len(set(names)) != len(names):
         raise LabError(f"{settings.shown(path)}: exercise names repeat: {names}")
-    return ExerciseSet(stage, items, data.get("required", []))
+    return ExerciseSet(stage, items, data.get("required", []),
+                       _module_proof(settings.shown(path), data.get("proof"), items))
+
+
+def _module_proof(where, table, items):
+    if table is None:
+        return None
+    try:
+        proof = ModuleProof(**table)
+    except TypeError as error:
+        raise LabError(f"{where}: [proof]: {error}") from None
+    if not proof.module.endswith(".ko") or not proof.tests:
+        raise LabError(f"{where}: [proof] needs a module (path/name.ko) and the prefix "
+                       "of the tests it runs")
+    # The proof builds nothing but the module: a test outside it would
+    # grade a kernel that no proof rebuilt.
+    outside = [f"{item.name}: {test}" for item in items for test in item.tests
+               if not test.startswith(proof.tests)]
+    if outside:
+        raise LabError(f"{where}: [proof] builds only {proof.module}, but these tests are "
+                       f"not among its results ({proof.tests}...): {'; '.join(outside)}")
+    return proof
 
 
 # -- hollowing ---------------------------------------------------------------
@@ -452,7 +484,10 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts):
             # The guest is what every proof waits for: the build beside
             # it yields the cores to it. A grade on the host needs none.
             if boots_a_guest(stage, exercise_set, focus):
-                workflow.build_kernel(work, quiet=True, nice=10)
+                proof = exercise_set.proof
+                if not (proof and workflow.build_module(work, proof.module, quiet=True,
+                                                        nice=10)):
+                    workflow.build_kernel(work, quiet=True, nice=10)
             clock["built"] = time.monotonic()
             with one_guest_at_a_time:
                 clock["guest"] = time.monotonic()

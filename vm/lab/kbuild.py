@@ -360,6 +360,36 @@ def build(tree, obj, stage_list, quiet=False, nice=0):
     return obj / image
 
 
+def build_module(tree, obj, stage_list, module, quiet=False, nice=0):
+    """Build one module of the tree as it is and stage it for the guest,
+    leaving vmlinux and every other module as the last build of these
+    stages left them: for a grade whose tests use nothing but that module.
+    The build is no longer what its record says, so the next build() runs
+    kbuild again. False, with nothing built, when the object dir holds no
+    build of these stages: then only build() will do."""
+    arch = arch_of(stage_list)
+    image = arches.boot_image(arch, stage_list[-1].machine.firmware)
+    targets = ["vmlinux", "modules", "scripts_gdb"] + \
+        ([Path(image).name] if image != "vmlinux" else [])
+    last = incremental.recorded(obj)
+    base = base_key(obj, stage_list, targets, arch)
+    release = kernel_release(obj)
+    if not last or base is None or last["base"] != base or not release:
+        return False
+    staged = obj / "lab-modules" / "lib" / "modules" / release / "kernel" / module
+    if not staged.exists():
+        raise LabError(f"{module} is not one of the modules of {obj}")
+    log_path = obj / "lab-build.log"
+    with open(log_path, "w") if quiet else contextlib.nullcontext() as log:
+        info(f"building {module} alone in {obj}")
+        make(tree, obj, module, arch=arch, quiet=quiet, log=log, nice=nice)
+    # What modules_install does with INSTALL_MOD_STRIP=1.
+    subprocess.run([f"{arch.cross_compile}strip", "--strip-debug", "-o", str(staged),
+                    str(obj / module)], check=True)
+    os.utime(obj / "lab-modules")  # see products_state()
+    return True
+
+
 def kernel_release(obj):
     path = obj / "include/config/kernel.release"
     return path.read_text().strip() if path.exists() else None

@@ -96,6 +96,13 @@ def build_kernel(work, quiet=False, nice=0):
     return kbuild.build(work.tree.path, work.obj, work.stage_list, quiet=quiet, nice=nice)
 
 
+def build_module(work, module, quiet=False, nice=0):
+    """One module alone, with the kernel the stage last built: see
+    kbuild.build_module. False when that kernel is not there."""
+    return kbuild.build_module(work.tree.path, work.obj, work.stage_list, module,
+                               quiet=quiet, nice=nice)
+
+
 def build_guest(work, mode, command=None, tests=None):
     initramfs.build(work.tree.path, work.obj, work.stage, work.stage_list, tests)
     return initramfs.run_archive(work.obj, mode, command)

@@ -95,3 +95,34 @@ def test_a_bpf_program_is_hollowed_between_its_braces():
     assert 'SEC("len_limit")\nint do_len_limit(struct __sk_buff *skb)\n{\n\t/*' in hollowed
     assert "\treturn BPF_OK;\n}\n\nchar _license[]" in hollowed
     assert hollowed.startswith(BPF_PROGRAM[:BPF_PROGRAM.index('SEC("len_limit")')])
+
+
+def _exercise_data(tmp_path, monkeypatch, proof):
+    from lab import settings, stages
+    (tmp_path / "09-demo").mkdir()
+    (tmp_path / "09-demo" / "exercises.toml").write_text(
+        proof + '[[exercise]]\nname = "x"\nfile = "f.c"\nfunction = "f"\nsummary = ""\n'
+        'hint = ""\ntests = ["kunit/demo/case_one", "selftest"]\n')
+    monkeypatch.setattr(settings, "EXERCISES_DIR", tmp_path)
+    return stages.Stage("09-demo", tmp_path)
+
+
+def test_a_module_proof_must_hold_every_test_it_grades(tmp_path, monkeypatch):
+    stage = _exercise_data(tmp_path, monkeypatch,
+                           '[proof]\nmodule = "lib/demo_test.ko"\ntests = "kunit/demo/"\n')
+    with pytest.raises(LabError, match=r"builds only lib/demo_test.ko.*x: selftest"):
+        exercises.load(stage)
+
+
+def test_a_module_proof_names_a_module(tmp_path, monkeypatch):
+    stage = _exercise_data(tmp_path, monkeypatch,
+                           '[proof]\nmodule = "lib/demo_test.o"\ntests = "kunit/demo/"\n')
+    with pytest.raises(LabError, match=r"needs a module"):
+        exercises.load(stage)
+
+
+def test_stage_01_is_proven_by_its_kunit_module():
+    from lab import stages
+    loaded = exercises.load(stages.resolve("01"))
+    assert loaded.proof.module == "kernel/bpf/bpf_lru_list_test.ko"
+    assert all(t.startswith("kunit/bpf_lru_list/") for e in loaded.exercises for t in e.tests)

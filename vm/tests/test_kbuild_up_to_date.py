@@ -3,6 +3,8 @@ change that goes into the kernel builds again: an edit to a tracked file,
 a new file, a commit of other files, a tag that changes the kernel's
 release, a changed fragment, or an object dir that something else built
 in. An edit undone, or an empty commit, is the same sources again."""
+import subprocess
+
 import pytest
 
 from conftest import git
@@ -154,3 +156,41 @@ def test_the_debug_info_names_one_path_for_every_tree(tmp_path):
                for a in args)
     assert kbuild.debug_prefix_map(tree, tmp_path / "elsewhere") == [], \
         "an object dir outside the tree compiles with absolute paths: nothing to map"
+
+
+def test_a_module_alone_is_built_over_the_stages_build_and_the_next_build_runs_kbuild(
+        counted_build, monkeypatch, tmp_path):
+    """A proof that builds one module keeps vmlinux, and stages the module
+    where the guest takes it from; the build's record no longer holds."""
+    work, builds, fragment = counted_build
+    module = "kernel/demo_test.ko"
+    assert workflow.build_module(work, module, quiet=True) is False, "nothing was built yet"
+    builds()
+    (work.obj / "include" / "config").mkdir(parents=True)
+    (work.obj / "include" / "config" / "kernel.release").write_text("6.1.0-demo\n")
+    staged = work.obj / "lab-modules" / "lib" / "modules" / "6.1.0-demo" / "kernel" / module
+    staged.parent.mkdir(parents=True)
+    staged.write_text("the stage's module\n")
+    vmlinux = (work.obj / "vmlinux").read_text()
+    source = tmp_path / "demo.c"
+    source.write_text("int demo_variant = 7;\n")
+    made = []
+
+    def make(tree, obj, *targets, **kwargs):
+        made.append(targets)
+        (obj / module).parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["gcc", "-g", "-c", "-o", str(obj / module), str(source)], check=True)
+
+    real_make = kbuild.make
+    monkeypatch.setattr(kbuild, "make", make)
+    assert workflow.build_module(work, module, quiet=True) is True
+    assert made == [(module,)]
+    assert (work.obj / "vmlinux").read_text() == vmlinux
+    assert b"demo_variant" in staged.read_bytes(), "the new module is staged"
+    assert b".debug_info" not in staged.read_bytes(), "stripped, as modules_install strips"
+    monkeypatch.setattr(kbuild, "make", real_make)
+    assert builds() == 1, "the build is no longer the one its record describes"
+    fragment.write_text("CONFIG_DEMO=m\n")
+    monkeypatch.setattr(kbuild, "make", make)
+    assert workflow.build_module(work, module, quiet=True) is False, \
+        "the object dir holds a build of other fragments"

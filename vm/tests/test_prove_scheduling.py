@@ -5,6 +5,8 @@ import threading
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from lab import exercises, stages
 
 
@@ -25,6 +27,12 @@ class FakeMain:
     def reset_workshop(self, rev, patches=(), number=1):
         self.resets.append((number, rev))
         return FakeTree(number, self.root)
+
+
+# Exercise sets whose variants are proven by building the kernel, or one
+# module alone.
+KERNEL_PROOF = SimpleNamespace(proof=None)
+MODULE_PROOF = SimpleNamespace(proof=exercises.ModuleProof("lib/demo_test.ko", "kunit/demo/"))
 
 
 def test_a_cold_second_workshop_holds_up_no_attempt(monkeypatch, tmp_path):
@@ -53,7 +61,7 @@ def test_a_cold_second_workshop_holds_up_no_attempt(monkeypatch, tmp_path):
     stage = SimpleNamespace(branch="stage/99-x", machine=SimpleNamespace(arch="x86_64"))
     attempts = [(f"attempt{i}", "rev", [], None) for i in range(4)]
     try:
-        results = exercises._prove_attempts(main, stage, None, tmp_path / "out", attempts)
+        results = exercises._prove_attempts(main, stage, KERNEL_PROOF, tmp_path / "out", attempts)
         assert results == {f"attempt{i}": "graded in workshop 1" for i in range(4)}
         # The warm-up built the stage itself, and still holds its workshop.
         assert (2, "stage/99-x") in main.resets
@@ -88,7 +96,7 @@ def test_a_warm_second_workshop_takes_attempts(monkeypatch, tmp_path):
     monkeypatch.setattr(FakeMain, "reset_workshop", reset_workshop)
     stage = SimpleNamespace(branch="stage/99-x", machine=SimpleNamespace(arch="x86_64"))
     attempts = [(f"attempt{i}", "rev", [], None) for i in range(4)]
-    results = exercises._prove_attempts(FakeMain(tmp_path), stage, None, tmp_path / "out",
+    results = exercises._prove_attempts(FakeMain(tmp_path), stage, KERNEL_PROOF, tmp_path / "out",
                                         attempts)
     assert set(results) == {f"attempt{i}" for i in range(4)}
     assert {"graded in workshop 1", "graded in workshop 2"} <= set(results.values())
@@ -102,7 +110,7 @@ def test_a_grade_on_the_host_builds_no_kernel(monkeypatch, tmp_path):
     monkeypatch.setattr(exercises, "_is_cold", lambda tree, stage: False)
     stage = SimpleNamespace(branch="stage/99-x", machine=SimpleNamespace(arch="x86_64"))
     attempts = [(f"attempt{i}", "rev", [], None) for i in range(3)]
-    results = exercises._prove_attempts(FakeMain(tmp_path), stage, None, tmp_path / "out",
+    results = exercises._prove_attempts(FakeMain(tmp_path), stage, KERNEL_PROOF, tmp_path / "out",
                                         attempts)
     assert results == {f"attempt{i}": "graded" for i in range(3)}
     assert built == []
@@ -118,3 +126,31 @@ def test_only_guest_tests_make_a_grade_boot():
     assert exercises.boots_a_guest(routing, exercise_set)
     for exercise in exercise_set.exercises:
         assert exercises.boots_a_guest(routing, exercise_set, [exercise.name])
+
+
+@pytest.mark.parametrize("stage_built", [True, False])
+def test_a_module_proof_builds_the_module_alone_over_the_stages_kernel(
+        monkeypatch, tmp_path, stage_built):
+    """Its variants are built as the module alone while the workshop holds
+    a build of the stage; where it does not, as a whole kernel."""
+    built = []
+    monkeypatch.setattr(exercises.workflow, "build_kernel",
+                        lambda work, **kw: built.append("kernel"))
+
+    def build_module(work, module, **kw):
+        built.append(module)
+        return stage_built
+
+    monkeypatch.setattr(exercises.workflow, "build_module", build_module)
+    monkeypatch.setattr(exercises, "grade", lambda work, *args, **kwargs: "graded")
+    monkeypatch.setattr(exercises, "boots_a_guest", lambda *args: True)
+    monkeypatch.setattr(exercises, "_is_cold", lambda tree, stage: False)
+    stage = SimpleNamespace(branch="stage/99-x", machine=SimpleNamespace(arch="x86_64"))
+    attempts = [(f"attempt{i}", "rev", [], None) for i in range(3)]
+    results = exercises._prove_attempts(FakeMain(tmp_path), stage, MODULE_PROOF,
+                                        tmp_path / "out", attempts)
+    assert results == {f"attempt{i}": "graded" for i in range(3)}
+    if stage_built:
+        assert built == ["lib/demo_test.ko"] * 3
+    else:
+        assert built == ["lib/demo_test.ko", "kernel"] * 3
