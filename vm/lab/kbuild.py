@@ -307,6 +307,14 @@ def _least_work(tree, obj, base, image, sources):
     return None if changed is None else incremental.plan(obj, changed, tree)
 
 
+def build_targets(image):
+    """What build() makes. vmlinux is what gdb reads (and, through PVH,
+    what x86 boots); the image target, where it is another file, is only
+    built when booted."""
+    return ["vmlinux", "modules", "scripts_gdb"] + \
+        ([Path(image).name] if image != "vmlinux" else [])
+
+
 def build(tree, obj, stage_list, quiet=False, nice=0):
     """Build what the last stage's machine boots, the vmlinux gdb reads,
     the modules and the kernel's gdb helpers; returns the boot image.
@@ -315,13 +323,8 @@ def build(tree, obj, stage_list, quiet=False, nice=0):
     take about ten seconds, a student's every make run. When a few files
     changed, only what reads them is built again (see incremental)."""
     arch = arch_of(stage_list)
-    machine = stage_list[-1].machine
-    image = arches.boot_image(arch, machine.firmware)
-    # vmlinux is what gdb reads (and, through PVH, what x86 boots); the
-    # image target, where it is another file, is only built when booted.
-    targets = ["vmlinux", "modules", "scripts_gdb"]
-    if image != "vmlinux":
-        targets.append(Path(image).name)
+    image = arches.boot_image(arch, stage_list[-1].machine.firmware)
+    targets = build_targets(image)
     # Both taken before the build begins: an edit made while it runs
     # makes the next build run again.
     base = base_key(obj, stage_list, targets, arch)
@@ -369,10 +372,8 @@ def build_module(tree, obj, stage_list, module, quiet=False, nice=0):
     build of these stages: then only build() will do."""
     arch = arch_of(stage_list)
     image = arches.boot_image(arch, stage_list[-1].machine.firmware)
-    targets = ["vmlinux", "modules", "scripts_gdb"] + \
-        ([Path(image).name] if image != "vmlinux" else [])
     last = incremental.recorded(obj)
-    base = base_key(obj, stage_list, targets, arch)
+    base = base_key(obj, stage_list, build_targets(image), arch)
     release = kernel_release(obj)
     if not last or base is None or last["base"] != base or not release:
         return False
