@@ -3,7 +3,7 @@ class grading survives them (make check) and for measuring it (make bench).
 
 Each unsafe fixture is the stage's solution with a few statements put at
 the top of one exercise function: a C function of the kernel proper, which
-the stage's KUnit suite calls at boot from a kthread, where it may sleep.
+the stage's KUnit suite calls from a kthread, where it may sleep.
 """
 import re
 from pathlib import Path
@@ -18,45 +18,29 @@ HANG = "\tfor (;;)\n\t\tschedule_timeout_interruptible(MAX_SCHEDULE_TIMEOUT);\n"
 FLOOD = ('\tfor (;;) {\n\t\tpr_err("lab fixture: a submission that prints without end, "\n'
          '\t\t       "line after line after line after line after line\\n");\n'
          "\t\tcond_resched();\n\t}\n")
-# The guest's results share is mounted by /init after KUnit has run, so the
-# writer is a work item that waits for it (ktap.txt appears there), then writes until stopped; once
-# it writes, every later call spins, so that the guest stays up writing
-# instead of finishing its tests and powering off. It is queued unbound:
-# the spinning CPU may be the one it was queued on.
+# The writer is the first call itself, from the suite's kthread, which may
+# sleep (as HANG shows). It never returns, so the guest stays up writing,
+# and the other CPUs stay free: an earlier writer, a work item with every
+# later call spinning, starved when the suite's racers spun on all of them.
+# The suite must run after /init has mounted the share, as a module's does.
 FILL_HELPER = r'''
-#include <linux/delay.h>
 #include <linux/fs.h>
 #include <linux/vmalloc.h>
-#include <linux/workqueue.h>
 
-static bool lab_fixture_filling;
-
-static void lab_fixture_fill(struct work_struct *work)
+static void lab_fixture_fill(void)
 {
 	const size_t chunk = 1 << 20;
 	char *zeros = vzalloc(chunk);
-	struct file *file;
+	struct file *file = filp_open("/lab/out/fill", O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	loff_t pos = 0;
 
-	/* Until the share is mounted, /lab/out is a directory of the rootfs. */
-	for (;;) {
-		file = filp_open("/lab/out/ktap.txt", O_RDONLY, 0);
-		if (!IS_ERR(file))
-			break;
-		msleep(200);
-	}
-	filp_close(file, NULL);
-	file = filp_open("/lab/out/fill", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (IS_ERR(file))
+	if (!zeros || IS_ERR(file))
 		return;
-	WRITE_ONCE(lab_fixture_filling, true);
-	while (zeros && kernel_write(file, zeros, chunk, &pos) > 0)
+	while (kernel_write(file, zeros, chunk, &pos) > 0)
 		cond_resched();
 }
-static DECLARE_WORK(lab_fixture_fill_work, lab_fixture_fill);
 '''
-FILL = ("\tqueue_work(system_unbound_wq, &lab_fixture_fill_work);\n"
-        "\twhile (READ_ONCE(lab_fixture_filling))\n\t\tcpu_relax();\n")
+FILL = "\tlab_fixture_fill();\n"
 
 UNSAFE = {"panic": (PANIC, "crashed"), "hang": (HANG, "did not finish"),
           "flood": (FLOOD, "printed more than"), "fill": (FILL, "wrote more than")}
