@@ -105,7 +105,11 @@ def _parse_level(lines, depth):
             i = j
             continue
         if indent < depth * 4:
-            break
+            # Between this level and the one above: console noise, such
+            # as a WARN splat's " <TASK>" lines, indented by one space
+            # more than the level above. The results after it still count.
+            i += 1
+            continue
         if m := PLAN.match(body):
             planned = int(m.group(1))
         elif m := RESULT.match(body):

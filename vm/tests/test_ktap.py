@@ -119,6 +119,39 @@ not ok 1 kunit
     assert "# parent-level diagnostic" in suite.diagnostics
 
 
+def test_a_warn_splat_between_two_levels_loses_no_result():
+    # A WARN from a helper kthread lands among a suite's cases: its lines
+    # at the level above, its call trace one space deeper than that. The
+    # cases after it must still be found, and still fail their parents.
+    report = ktap.parse("""KTAP version 1
+1..1
+    KTAP version 1
+    1..1
+        KTAP version 1
+        # Subtest: bpf_lru_list
+        1..3
+        ok 1 first
+    ------------[ cut here ]------------
+    WARNING: CPU: 0 PID: 89 at kernel/bpf/bpf_lru_list.c:563 bpf_lru_push_free+0x84/0x147
+    Call Trace:
+     <TASK>
+     lt_race+0xce/0x107 [bpf_lru_list_test]
+     kthread+0xb3/0xbb
+     </TASK>
+    ---[ end trace 0000000000000000 ]---
+        # second: ASSERTION FAILED at kernel/bpf/bpf_lru_list_test.c:441
+        not ok 2 second
+        ok 3 third
+    not ok 1 bpf_lru_list
+not ok 1 kunit
+""")
+    suite = report.find("kunit/bpf_lru_list")
+    assert [(c.name, c.ok) for c in suite.children] == [
+        ("first", True), ("second", False), ("third", True)]
+    assert not report.problems
+    assert not report.find("kunit").ok
+
+
 def test_the_writer_counts_its_plan_and_derives_the_exit_status():
     import io
     writer = ktap.Writer()
