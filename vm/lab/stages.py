@@ -267,8 +267,9 @@ class Stage:
 
 
 # Seconds a boot may take beyond its tests' own timeouts: the boot under
-# a busy TCG host, the guest's set-up and its power-off.
-BOOT_ALLOWANCE = 60
+# a busy TCG host, the guest's set-up and its power-off, which take 2 to
+# 5 s. Every second of it is paid again by each grade that wedges.
+BOOT_ALLOWANCE = 30
 
 STAGE_KEYS = {"title", "chapter", "timeout", "packages", "host_tools", "host_files", "machine",
               "test", "host_test", "host_report", "program", "experiment"}
