@@ -92,14 +92,21 @@ def test_a_skip_is_not_counted_as_a_pass():
     assert report.ok
 
 
+def _kunit_run(suite):
+    """A guest's kunit test whose output is one suite: `suite` holds the
+    suite's lines, its result and the kunit test's own result."""
+    return ktap.parse("KTAP version 1\n1..1\n    KTAP version 1\n    1..1\n" + suite)
+
+
+def _cases(suite):
+    return [(c.name, c.ok) for c in suite.children]
+
+
 def test_a_less_indented_message_inside_a_nested_block_does_not_split_it():
     # KUnit's own failure messages: a case's message continues on lines
     # less indented than the case, and a log cut at its size limit runs
     # two lines together. Every case's result must still be there.
-    report = ktap.parse("""KTAP version 1
-1..1
-    KTAP version 1
-    1..1
+    report = _kunit_run("""\
         KTAP version 1
         1..3
         ok 1 first
@@ -113,8 +120,7 @@ def test_a_less_indented_message_inside_a_nested_block_does_not_split_it():
 not ok 1 kunit
 """)
     suite = report.find("kunit/suite")
-    assert [(c.name, c.ok) for c in suite.children] == [
-        ("first", True), ("second", False), ("third", True)]
+    assert _cases(suite) == [("first", True), ("second", False), ("third", True)]
     assert not report.problems
     assert "# parent-level diagnostic" in suite.diagnostics
 
@@ -123,10 +129,7 @@ def test_a_warn_splat_between_two_levels_loses_no_result():
     # A WARN from a helper kthread lands among a suite's cases: its lines
     # at the level above, its call trace one space deeper than that. The
     # cases after it must still be found, and still fail their parents.
-    report = ktap.parse("""KTAP version 1
-1..1
-    KTAP version 1
-    1..1
+    report = _kunit_run("""\
         KTAP version 1
         # Subtest: bpf_lru_list
         1..3
@@ -146,8 +149,7 @@ def test_a_warn_splat_between_two_levels_loses_no_result():
 not ok 1 kunit
 """)
     suite = report.find("kunit/bpf_lru_list")
-    assert [(c.name, c.ok) for c in suite.children] == [
-        ("first", True), ("second", False), ("third", True)]
+    assert _cases(suite) == [("first", True), ("second", False), ("third", True)]
     assert not report.problems
     assert not report.find("kunit").ok
 
