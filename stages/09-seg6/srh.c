@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * srh: send IPv6 packets with a hand-made Segment Routing Header, and
- * capture them further down the path, for the stage's tests.
+ * decode them from tcpdump's captures further down the path, for the
+ * stage's tests.
  *
  * The kernel builds a valid SRH for every route and socket it is given,
  * so the tests need a sender that can also build the invalid ones, and
@@ -9,39 +10,31 @@
  * A raw IPPROTO_RAW socket sends the header exactly as built.
  *
  *   srh send --src A --dst A [--seg A]... [--sl N] [--fs N] [--hdrlen N]
- *            [--tag N] [--tlv HEX] [--no-srh] [--seq N] [--count N]
- *            [--threads N]
- *   srh capture IFNAME COUNT SECONDS [READY-FILE]
+ *            [--type N] [--tag N] [--tlv HEX] [--no-srh] [--seq N]
+ *            [--count N] [--threads N]
+ *   srh decode FILE.pcap
  *
  * --seg gives the segment list in the header's own order: the first
  * --seg is segments[0], the last hop of the path. The payload is
  * "srh-lab <seq>", under next header 59 (none), so no checksum depends
  * on which address a router wrote where.
  *
- * capture prints one line for each packet carrying that payload that
- * arrives on IFNAME, until COUNT arrived or SECONDS passed, and exits 0
- * only when COUNT arrived: the sequence number, the hop limit, the
- * destination, and the SRH's fields or "srh=none".
+ * decode prints one line for each packet carrying that payload: the
+ * sequence number, the hop limit, the destination, and the SRH's fields
+ * or "srh=none".
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/if_ether.h>
-#include <linux/if_packet.h>
 #include <linux/ipv6.h>
 #include <linux/seg6.h>
-#include <net/if.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MAGIC		"srh-lab "
@@ -55,6 +48,7 @@ struct packet_spec {
 	int nsegs;
 	int sl, fs, hdrlen;		/* -1: derived from the segments */
 	int tag;
+	int type;
 	unsigned char tlv[256];
 	int tlv_len;
 	int no_srh;
@@ -115,7 +109,7 @@ static size_t build(const struct packet_spec *spec, long seq,
 		memset(srh, 0, len);
 		srh->nexthdr = NEXTHDR_NONE;
 		srh->hdrlen = hdrlen;
-		srh->type = IPV6_SRCRT_TYPE_4;
+		srh->type = spec->type;
 		srh->first_segment = spec->fs >= 0 ? spec->fs : spec->nsegs - 1;
 		srh->segments_left = spec->sl >= 0 ? spec->sl :
 			srh->first_segment;
@@ -176,6 +170,7 @@ static int do_send(int argc, char **argv)
 {
 	struct packet_spec spec = {
 		.sl = -1, .fs = -1, .hdrlen = -1, .count = 1, .threads = 1,
+		.type = IPV6_SRCRT_TYPE_4,
 	};
 	struct sender senders[64];
 	pthread_t tids[64];
@@ -212,6 +207,8 @@ static int do_send(int argc, char **argv)
 			spec.fs = atoi(val);
 		} else if (!strcmp(opt, "--hdrlen")) {
 			spec.hdrlen = atoi(val);
+		} else if (!strcmp(opt, "--type")) {
+			spec.type = atoi(val);
 		} else if (!strcmp(opt, "--tag")) {
 			spec.tag = atoi(val);
 		} else if (!strcmp(opt, "--tlv")) {
@@ -300,104 +297,55 @@ static int print_packet(const unsigned char *buf, ssize_t len)
 }
 
 /*
- * The capture must see each packet as it arrived, and End rewrites the
- * SRH in place, in data that the packet shares with what a packet socket
- * was handed. Two things make the copy early enough. The socket listens
- * for every protocol (ETH_P_ALL), since the stack hands a packet to those
- * sockets before IPv6 handles it, and to a socket bound to ETH_P_IPV6 on
- * the link only after ipv6_rcv() returned, End included. And it reads
- * from a TPACKET ring, which copies the packet when it is handed over,
- * where a plain socket would queue a reference to the same data.
+ * Decode a capture that tcpdump wrote (-w, classic pcap, Ethernet links):
+ * one line per packet of ours, in the order they arrived.
  */
-#define RING_FRAME	2048
-#define RING_FRAMES	1024
-
-static int do_capture(int argc, char **argv)
+static int do_decode(int argc, char **argv)
 {
-	struct sockaddr_ll sll = {
-		.sll_family = AF_PACKET,
-		.sll_protocol = htons(ETH_P_ALL),
-	};
-	struct tpacket_req req = {
-		.tp_block_size = RING_FRAME * 32,
-		.tp_block_nr = RING_FRAMES / 32,
-		.tp_frame_size = RING_FRAME,
-		.tp_frame_nr = RING_FRAMES,
-	};
-	int version = TPACKET_V2;
-	struct timespec start, now;
-	long want, seen = 0;
-	unsigned int frame = 0;
-	unsigned char *ring;
-	double seconds;
-	int fd;
+	unsigned char buf[65536 + 16];
+	struct {
+		unsigned int magic;
+		unsigned short major, minor;
+		int zone;
+		unsigned int sigfigs, snaplen, linktype;
+	} file;
+	struct {
+		unsigned int sec, usec, caplen, len;
+	} rec;
+	FILE *f;
 
-	if (argc < 3) {
-		fprintf(stderr, "srh capture IFNAME COUNT SECONDS [READY-FILE]\n");
+	if (argc != 1) {
+		fprintf(stderr, "srh decode FILE.pcap\n");
 		return 2;
 	}
-	want = atol(argv[1]);
-	seconds = atof(argv[2]);
-	sll.sll_ifindex = if_nametoindex(argv[0]);
-	if (!sll.sll_ifindex)
+	f = fopen(argv[0], "r");
+	if (!f)
 		die(argv[0]);
-	fd = socket(AF_PACKET, SOCK_DGRAM, htons(ETH_P_ALL));
-	if (fd < 0)
-		die("socket");
-	if (setsockopt(fd, SOL_PACKET, PACKET_VERSION, &version,
-		       sizeof(version)) ||
-	    setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)))
-		die("PACKET_RX_RING");
-	ring = mmap(NULL, (size_t)RING_FRAME * RING_FRAMES,
-		    PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (ring == MAP_FAILED)
-		die("mmap");
-	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)))
-		die("bind");
-	if (argc > 3) {
-		int ready = open(argv[3], O_CREAT | O_WRONLY, 0644);
-
-		if (ready < 0)
-			die(argv[3]);
-		close(ready);
+	if (fread(&file, sizeof(file), 1, f) != 1 ||
+	    (file.magic != 0xa1b2c3d4 && file.magic != 0xa1b23c4d) ||
+	    file.linktype != 1) {
+		fprintf(stderr, "srh: %s is not a pcap of an Ethernet link\n",
+			argv[0]);
+		return 2;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	while (seen < want) {
-		struct tpacket2_hdr *hdr =
-			(void *)(ring + (size_t)frame * RING_FRAME);
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		struct sockaddr_ll *from;
-		double left;
-
-		if (!(hdr->tp_status & TP_STATUS_USER)) {
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			left = seconds - (now.tv_sec - start.tv_sec) -
-				(now.tv_nsec - start.tv_nsec) / 1e9;
-			if (left <= 0 || poll(&pfd, 1, left * 1000 + 1) < 0)
-				break;
-			continue;
-		}
-		from = (void *)((unsigned char *)hdr +
-				TPACKET_ALIGN(sizeof(*hdr)));
-		/* What this host sent out of the link is not an arrival. */
-		if (from->sll_protocol == htons(ETH_P_IPV6) &&
-		    from->sll_pkttype != PACKET_OUTGOING)
-			seen += print_packet((unsigned char *)hdr + hdr->tp_net,
-					     hdr->tp_snaplen);
-		hdr->tp_status = TP_STATUS_KERNEL;
-		__sync_synchronize();
-		frame = (frame + 1) % RING_FRAMES;
+	while (fread(&rec, sizeof(rec), 1, f) == 1) {
+		if (rec.caplen > sizeof(buf) ||
+		    fread(buf, rec.caplen, 1, f) != 1)
+			break;
+		/* Ethernet: 14 bytes, the last two the type, IPv6 0x86dd. */
+		if (rec.caplen > 14 && buf[12] == 0x86 && buf[13] == 0xdd)
+			print_packet(buf + 14, rec.caplen - 14);
 	}
-	close(fd);
-	return seen == want ? 0 : 1;
+	fclose(f);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "send"))
 		return do_send(argc - 2, argv + 2);
-	if (argc > 1 && !strcmp(argv[1], "capture"))
-		return do_capture(argc - 2, argv + 2);
-	fprintf(stderr, "usage: srh send ... | srh capture IFNAME COUNT SECONDS\n");
+	if (argc > 1 && !strcmp(argv[1], "decode"))
+		return do_decode(argc - 2, argv + 2);
+	fprintf(stderr, "usage: srh send ... | srh decode FILE.pcap\n");
 	return 2;
 }

@@ -130,6 +130,9 @@ static const unsigned char padn13[] = { 4, 13 };
 static const unsigned char two_padn6[] = {
 	4, 6, 0, 0, 0, 0, 0, 0, 4, 6, 0, 0, 0, 0, 0, 0,
 };
+static const unsigned char padn12_then_padn0[] = {
+	4, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0,
+};
 static const unsigned char padn6_then_7[] = {
 	4, 6, 0, 0, 0, 0, 0, 0, 4, 7, 0, 0, 0, 0, 0, 0,
 };
@@ -222,7 +225,7 @@ int main(void)
 	struct header h;
 
 	ksft_print_header();
-	ksft_set_plan(19);
+	ksft_set_plan(20);
 
 	make(&h, 1, -1, 0, 0, NULL, 0);
 	expect_accepted("one_segment_is_accepted", &h);
@@ -238,6 +241,8 @@ int main(void)
 	expect_accepted("a_tlv_filling_the_rest_is_accepted", &h);
 	make(&h, 1, 4, 0, 0, two_padn6, sizeof(two_padn6));
 	expect_accepted("two_tlvs_filling_the_rest_are_accepted", &h);
+	make(&h, 1, 4, 0, 0, padn12_then_padn0, sizeof(padn12_then_padn0));
+	expect_accepted("a_last_tlv_of_two_bytes_is_accepted", &h);
 	make(&h, 1, -1, 0, 0, hmac_tlv, sizeof(hmac_tlv));
 	expect_accepted("an_hmac_tlv_is_accepted", &h);
 	/* Room for three segments, and a list of two then a 16-byte TLV. */

@@ -4,8 +4,9 @@
 #
 # where sr-e forwards, and holds the SID fc00:e::e, an End behaviour
 # with counters (seg6local action End count). sr-a sends hand-made SRv6
-# packets to the SID with `srh send`; `srh capture` on b0 shows what
-# sr-e made of them. Each test prints KTAP through /lab/lib/ktap.sh.
+# packets to the SID with `srh send`; tcpdump on b0 shows what sr-e
+# made of them, and `srh decode` prints each as a line. Each test prints
+# KTAP through /lab/lib/ktap.sh.
 . /lab/lib/ktap.sh
 A=sr-a
 E=sr-e
@@ -18,7 +19,6 @@ FAR=fc00:9::9
 CAPTURE=/tmp/seg6-capture.txt
 # Names the test in messages that a hint may be keyed to.
 TEST_NAME=$(basename "$0")
-READY=/tmp/seg6-capture.ready
 
 sr_cleanup() {
 	for ns in $A $E $B; do
@@ -63,26 +63,41 @@ counters() {
 	errors=${errors:-?}
 }
 
-# capture_start COUNT SECONDS [NS LINK FILE]: capture the test's packets
-# arriving on LINK of NS (b0 of sr-b) into FILE ($CAPTURE), in the
-# background, until COUNT arrived or SECONDS passed; capture_wait waits
-# for every capture started.
+# capture_start COUNT SECONDS [NS LINK FILE]: tcpdump on LINK of NS (b0
+# of sr-b), in the background, until COUNT of the test's packets
+# (routing header or no next header after IPv6) arrived or SECONDS
+# passed; capture_wait waits for every capture started, and srh decodes
+# each into FILE ($CAPTURE), one line per packet.
+# tcpdump copies a packet from its ring as the link hands it over,
+# before IPv6 sees it: End rewrites the SRH in place.
 capture_start() {
 	local ns=${3:-$B} link=${4:-b0} out=${5:-$CAPTURE}
-	rm -f $READY "$out"
-	ip netns exec $ns srh capture $link "$1" "$2" $READY > "$out" &
+	rm -f "$out" "$out.pcap" "$out.log"
+	ip netns exec $ns timeout "$2" tcpdump -Z root -U -n -Q in -i $link \
+		-c "$1" -w "$out.pcap" 'ip6[6] == 43 or ip6[6] == 59' \
+		2> "$out.log" &
 	CAPTURE_PIDS="$CAPTURE_PIDS $!"
+	CAPTURE_FILES="$CAPTURE_FILES $out"
 	for _ in $(seq 50); do
-		[ -e $READY ] && return 0
+		grep -q "listening on" "$out.log" 2>/dev/null && return 0
 		sleep 0.1
 	done
-	ktap_print_msg "srh capture did not start on $link"
+	ktap_print_msg "tcpdump did not start on $link: $(cat "$out.log")"
 	return 1
 }
 
 capture_wait() {
+	local out
 	wait $CAPTURE_PIDS
+	for out in $CAPTURE_FILES; do
+		if [ -s "$out.pcap" ]; then
+			srh decode "$out.pcap" > "$out"
+		else
+			: > "$out"
+		fi
+	done
 	CAPTURE_PIDS=
+	CAPTURE_FILES=
 }
 
 # send ARGS...: `srh send` from sr-a to the SID.
