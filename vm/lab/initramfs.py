@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 from . import arches, settings
@@ -194,7 +195,8 @@ def _build_program(tree, program, root):
                        f"{' '.join(cmd)}\n{result.stderr[-4000:]}")
     if cached:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(".partial")
+        # Two workshops may build the same program at once.
+        partial = cached.with_suffix(f".{os.getpid()}-{threading.get_ident()}.partial")
         shutil.copy2(dest, partial)
         os.replace(partial, cached)
 

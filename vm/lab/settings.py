@@ -40,6 +40,14 @@ def jobs():
     return int(os.environ.get("JOBS") or os.cpu_count() or 1)
 
 
+def proof_guests():
+    """How many guests a stage's grader proofs run at once. A graded guest
+    under TCG keeps about a third of two cores busy (its tests wait on
+    timers, pings and captures), so two overlap well; LAB_PROOF_GUESTS=1
+    runs them one at a time, as a student's grade does."""
+    return max(1, int(os.environ.get("LAB_PROOF_GUESTS") or 2))
+
+
 def shown(path):
     """A path as the user would type it: relative to the repository if inside."""
     path = Path(path)

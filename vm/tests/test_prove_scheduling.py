@@ -1,6 +1,7 @@
 """Grader proofs on two workshops: a cold second workshop makes its first
 build without holding an attempt, so that the proofs end when the first
-workshop has proved everything, not when that build ends."""
+workshop has proved everything, not when that build ends; and the two
+workshops' guests run at once."""
 import threading
 import time
 from types import SimpleNamespace
@@ -154,3 +155,61 @@ def test_a_module_proof_builds_the_module_alone_over_the_stages_kernel(
         assert built == ["lib/demo_test.ko"] * 3
     else:
         assert built == ["lib/demo_test.ko", "kernel"] * 3
+
+
+@pytest.mark.parametrize("allowed", [1, 2])
+def test_the_workshops_guests_run_at_once_up_to_the_setting(monkeypatch, tmp_path, allowed):
+    """The guests, not the builds, bound the proofs: two overlap by default,
+    and LAB_PROOF_GUESTS=1 runs them one at a time."""
+    monkeypatch.setenv("LAB_PROOF_GUESTS", str(allowed))
+    monkeypatch.setattr(exercises.workflow, "build_kernel", lambda work, **kwargs: None)
+    monkeypatch.setattr(exercises, "boots_a_guest", lambda *args: True)
+    monkeypatch.setattr(exercises, "_is_cold", lambda tree, stage: False)
+    running, most = [], []
+    count = threading.Lock()
+
+    def grade(work, *args, **kwargs):
+        with count:
+            running.append(work)
+            most.append(len(running))
+        time.sleep(0.3)
+        with count:
+            running.remove(work)
+        return "graded"
+
+    monkeypatch.setattr(exercises, "grade", grade)
+    stage = SimpleNamespace(branch="stage/99-x", machine=SimpleNamespace(arch="x86_64"))
+    attempts = [(f"attempt{i}", "rev", [], None) for i in range(6)]
+    results = exercises._prove_attempts(FakeMain(tmp_path), stage, KERNEL_PROOF, tmp_path / "out",
+                                        attempts)
+    assert results == {f"attempt{i}": "graded" for i in range(6)}
+    assert max(most) == allowed
+
+
+def test_the_stages_own_run_takes_the_first_workshop_beside_the_proofs(monkeypatch, tmp_path):
+    """make check runs a stage's tests and walkthroughs in the first
+    workshop, which holds the stage's build, while the second proves."""
+    monkeypatch.setattr(exercises.workflow, "build_kernel", lambda work, **kwargs: None)
+    monkeypatch.setattr(exercises, "boots_a_guest", lambda *args: True)
+    monkeypatch.setattr(exercises, "_is_cold", lambda tree, stage: False)
+    order = []
+    proved_beside = threading.Event()
+
+    def grade(work, *args, **kwargs):
+        order.append(f"graded in workshop {work.tree.number}")
+        if work.tree.number == 2:
+            proved_beside.set()
+        return "graded"
+
+    def stage_run():
+        assert proved_beside.wait(10), "the second workshop proved nothing beside the run"
+        order.append("stage run")
+
+    monkeypatch.setattr(exercises, "grade", grade)
+    stage = SimpleNamespace(branch="stage/99-x", machine=SimpleNamespace(arch="x86_64"))
+    attempts = [(f"attempt{i}", "rev", [], None) for i in range(4)]
+    results = exercises._prove_attempts(FakeMain(tmp_path), stage, KERNEL_PROOF, tmp_path / "out",
+                                        attempts, first=stage_run)
+    assert results == {f"attempt{i}": "graded" for i in range(4)}
+    assert "stage run" in order
+    assert "graded in workshop 1" not in order[:order.index("stage run")]

@@ -100,6 +100,12 @@ capture_wait() {
 	CAPTURE_FILES=
 }
 
+# srh_line HDRLEN SL FS SEGS [TAG] [TLV]: the line `srh decode` prints
+# for an SRH with these fields, its next header 59 (no next header).
+srh_line() {
+	echo "nh:59,hdrlen:$1,type:4,sl:$2,fs:$3,flags:0,tag:${5:-0},segs:$4,tlv:$6"
+}
+
 # send ARGS...: `srh send` from sr-a to the SID.
 send() {
 	ip netns exec $A srh send --src $A_ADDR --dst $SID "$@"
