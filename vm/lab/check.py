@@ -128,11 +128,12 @@ def guest_tier(tally, stage):
                          f"expected /{missing}/, see {settings.shown(out / 'gdb.log')}")
         clock["own"] = time.monotonic() - clock["built"]
 
-    if exercise_set:
-        for name, ok, detail, *skipped in exercises.prove(stage, beside=own_run):
-            tally.record(f"stage {stage.slug}: {name}", ok, detail, skipped=bool(skipped))
-    else:
+    if stage.runs_alone or not exercise_set:
         own_run()
+    if exercise_set:
+        beside = None if stage.runs_alone else own_run
+        for name, ok, detail, *skipped in exercises.prove(stage, beside=beside):
+            tally.record(f"stage {stage.slug}: {name}", ok, detail, skipped=bool(skipped))
     clock["proved"] = time.monotonic()
     for experiment in stage.experiments:
         label = f"stage {stage.slug}: experiment {experiment.name}"
@@ -149,8 +150,8 @@ def guest_tier(tally, stage):
     info(f"guest tier: stage {stage.slug} took {end - clock['start']:.0f} s: build "
          f"{clock['built'] - clock['start']:.0f} s, tests and walkthroughs "
          f"{clock.get('own', 0):.0f} s"
-         + (f" beside grader proofs, which ended {clock['proved'] - clock['built']:.0f} s "
-            "after the build" if exercise_set else "")
+         + (f"{' then' if stage.runs_alone else ' beside'} grader proofs, which ended "
+            f"{clock['proved'] - clock['built']:.0f} s after the build" if exercise_set else "")
          + (f", experiments {end - clock['proved']:.0f} s" if stage.experiments else ""))
 
 

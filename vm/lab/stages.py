@@ -105,6 +105,16 @@ class Stage:
         return self.data.get("chapter", f"chapters/{self.slug}.md")
 
     @property
+    def runs_alone(self):
+        """True when the stage's own tests measure speed, which make check
+        then gives the machine to alone, before the proofs' guests start."""
+        value = self.data.get("runs_alone", False)
+        if not isinstance(value, bool):
+            raise LabError(f"{settings.shown(self.declaration)}: runs_alone must be true "
+                           "or false")
+        return value
+
+    @property
     def timeout(self):
         """Seconds a non-interactive boot of this stage may take."""
         return int(self.data.get("timeout", 300))
@@ -271,7 +281,7 @@ class Stage:
 # 5 s. Every second of it is paid again by each grade that wedges.
 BOOT_ALLOWANCE = 30
 
-STAGE_KEYS = {"title", "chapter", "timeout", "packages", "host_tools", "host_files", "machine",
+STAGE_KEYS = {"title", "chapter", "timeout", "runs_alone", "packages", "host_tools", "host_files", "machine",
               "test", "host_test", "host_report", "program", "experiment"}
 
 

@@ -434,3 +434,16 @@ def test_a_grade_boot_is_given_the_timeout_of_the_tests_it_runs(fake_lab, monkey
     workflow.run_tests(work, quiet=True, build=False, only={"quick"})
     workflow.run_tests(work, quiet=True, build=False)
     assert given == [stages.BOOT_ALLOWANCE + 30, 400]
+
+
+def test_a_stage_whose_tests_measure_speed_runs_alone(fake_lab):
+    stage = stages.resolve("01")
+    (stage.path / "stage.toml").write_text('title = "Demo"\n[[test]]\nname = "x"\nrun = "true"\n')
+    assert stage.runs_alone is False
+    (stage.path / "stage.toml").write_text(
+        'title = "Demo"\nruns_alone = true\n[[test]]\nname = "x"\nrun = "true"\n')
+    assert stage.runs_alone is True
+    (stage.path / "stage.toml").write_text(
+        'title = "Demo"\nruns_alone = "yes"\n[[test]]\nname = "x"\nrun = "true"\n')
+    with pytest.raises(LabError, match="runs_alone must be true or false"):
+        stage.runs_alone
