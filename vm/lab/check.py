@@ -121,8 +121,8 @@ def guest_tier(tally, stage):
             try:
                 missing, out = debugger.run_walkthrough(work, script, quiet=True,
                                                         results=results)
-            except LabError as error:
-                tally.record(label, False, str(error))
+            except Exception as error:  # as above
+                tally.record(label, False, f"{type(error).__name__}: {error}")
                 continue
             tally.record(label, not missing,
                          f"expected /{missing}/, see {settings.shown(out / 'gdb.log')}")

@@ -3,6 +3,8 @@ which is how the Makefile passes its variables down."""
 import os
 from pathlib import Path
 
+from .errors import LabError
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -45,7 +47,10 @@ def proof_guests():
     under TCG keeps about a third of two cores busy (its tests wait on
     timers, pings and captures), so two overlap well; LAB_PROOF_GUESTS=1
     runs them one at a time, as a student's grade does."""
-    return max(1, int(os.environ.get("LAB_PROOF_GUESTS") or 2))
+    value = os.environ.get("LAB_PROOF_GUESTS") or "2"
+    if not value.isdigit() or int(value) < 1:
+        raise LabError(f"LAB_PROOF_GUESTS={value}: give a number of guests, 1 or more")
+    return int(value)
 
 
 def shown(path):

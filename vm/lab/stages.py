@@ -281,8 +281,9 @@ class Stage:
 # 5 s. Every second of it is paid again by each grade that wedges.
 BOOT_ALLOWANCE = 30
 
-STAGE_KEYS = {"title", "chapter", "timeout", "runs_alone", "packages", "host_tools", "host_files", "machine",
-              "test", "host_test", "host_report", "program", "experiment"}
+STAGE_KEYS = {"title", "chapter", "timeout", "runs_alone", "packages", "host_tools",
+              "host_files", "machine", "test", "host_test", "host_report", "program",
+              "experiment"}
 
 
 _parsed = {}

@@ -213,3 +213,10 @@ def test_the_stages_own_run_takes_the_first_workshop_beside_the_proofs(monkeypat
     assert results == {f"attempt{i}": "graded" for i in range(4)}
     assert "stage run" in order
     assert "graded in workshop 1" not in order[:order.index("stage run")]
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_a_bad_number_of_proof_guests_is_a_clear_error(monkeypatch, value):
+    monkeypatch.setenv("LAB_PROOF_GUESTS", value)
+    with pytest.raises(exercises.LabError, match="LAB_PROOF_GUESTS=.*1 or more"):
+        exercises.settings.proof_guests()
