@@ -428,6 +428,25 @@ TEST_F(tree, multi_runs_own_programs_then_the_parents)
 	EXPECT_STREQ("a1 a2", run_order(self));
 }
 
+/*
+ * C holds nothing: the first programs found are B's, and A's join them
+ * because A itself allows MULTI, whatever C (which has no flags) says.
+ */
+TEST_F(tree, a_cgroup_without_programs_runs_every_multi_ancestor)
+{
+	int a1 = tally(_metadata, self, "a1", CG_PASS);
+	int b1 = tally(_metadata, self, "b1", CG_PASS);
+
+	ASSERT_EQ(0, cg_attach(self->cg[A], a1, EGRESS, MULTI));
+	ASSERT_EQ(0, cg_attach(self->cg[B], b1, EGRESS, MULTI));
+
+	EXPECT_STREQ("", attached(self, C));
+	EXPECT_STREQ("b1 a1", effective(self, C));
+	reset(_metadata, self);
+	ASSERT_EQ(0, sent_from(self, C));
+	EXPECT_STREQ("b1 a1", run_order(self));
+}
+
 TEST_F(tree, multi_refuses_the_same_program_twice)
 {
 	int p = tally(_metadata, self, "p", CG_PASS);
@@ -750,8 +769,33 @@ TEST_F(tree, a_cgroup_made_after_attach_inherits_the_effective_programs)
  * B; without F, E, D, A, B; without F and D, E, A, B; without F, E and
  * D, C, A, B. Below the first program found, only MULTI cgroups add.
  */
+/*
+ * The chain of the uapi example as it stands, one line per cgroup:
+ * "step cgroup mode attached... | effective...", for the chapter's picture
+ * (path_dot.py). Written only where the lab collects outputs.
+ */
+static void record_chain(FIXTURE_DATA(tree) *self, const char *step,
+			 const int *cg, const char *const *mode, int n)
+{
+	FILE *out = fopen("/lab/out/uapi-example.txt", "a");
+	int i;
+
+	if (!out)
+		return;
+	for (i = 0; i < n; i++) {
+		fprintf(out, "%s L%d %s %s |", step, i + 1, mode[i],
+			listed(self, cg[i], EGRESS, 0));
+		fprintf(out, " %s\n",
+			listed(self, cg[i], EGRESS, BPF_F_QUERY_EFFECTIVE));
+	}
+	fclose(out);
+}
+
 TEST_F(tree, uapi_example_runs_f_d_a_b_and_falls_back_on_detach)
 {
+	static const char *const mode[] = {
+		"MULTI", "OVERRIDE", "MULTI", "OVERRIDE", "NONE",
+	};
 	static const char *const rel[] = {
 		"L1", "L1/L2", "L1/L2/L3", "L1/L2/L3/L4", "L1/L2/L3/L4/L5",
 	};
@@ -778,6 +822,7 @@ TEST_F(tree, uapi_example_runs_f_d_a_b_and_falls_back_on_detach)
 	tx = cg_udp_socket_in(&self->fs, path[4], AF_INET, NULL);
 	ASSERT_LE(0, tx);
 
+	record_chain(self, "attached", cg, mode, 5);
 	EXPECT_STREQ("F D A B",
 		     listed(self, cg[4], EGRESS, BPF_F_QUERY_EFFECTIVE));
 	reset(_metadata, self);
@@ -796,6 +841,7 @@ TEST_F(tree, uapi_example_runs_f_d_a_b_and_falls_back_on_detach)
 		     listed(self, cg[4], EGRESS, BPF_F_QUERY_EFFECTIVE));
 
 	ASSERT_EQ(0, cg_detach(cg[3], pe, EGRESS));
+	record_chain(self, "detached", cg, mode, 5);
 	EXPECT_STREQ("C A B",
 		     listed(self, cg[4], EGRESS, BPF_F_QUERY_EFFECTIVE));
 	reset(_metadata, self);
