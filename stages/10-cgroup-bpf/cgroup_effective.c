@@ -772,7 +772,7 @@ TEST_F(tree, a_cgroup_made_after_attach_inherits_the_effective_programs)
 /*
  * The chain of the uapi example as it stands, one line per cgroup:
  * "step cgroup mode attached... | effective...", for the chapter's picture
- * (path_dot.py). Written only where the lab collects outputs.
+ * (chain_dot.py). Written only where the lab collects outputs.
  */
 static void record_chain(FIXTURE_DATA(tree) *self, const char *step,
 			 const int *cg, const char *const *mode, int n)

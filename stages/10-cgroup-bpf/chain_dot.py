@@ -2,8 +2,9 @@
 """chain_dot.py UAPI-EXAMPLE.txt OUT.dot: the chain of cgroups of
 include/uapi/linux/bpf.h's example as cgroup_effective left it, drawn
 twice: with every program attached, and after three detaches. Each
-cgroup shows its attach mode, the programs attached to it, and its
-effective array as BPF_PROG_QUERY listed it, in the order they run.
+cgroup shows its attach mode (while it holds programs), the programs
+attached to it, and its effective array as BPF_PROG_QUERY listed it,
+in the order they run.
 
 Fails, naming what is missing, unless both steps list the five cgroups:
 an incomplete picture would mislead."""
@@ -30,7 +31,9 @@ def main(src, out):
         lines.append(f'  subgraph "cluster_{step}" {{')
         lines.append(f'    label="{STEPS[step]}"; fontname="sans";')
         for cgroup, mode, attached, effective in chain:
-            label = (f"{cgroup}  ({mode})|attached: {' '.join(attached) or '-'}"
+            # A cgroup whose last program went keeps no flags either.
+            shown = f"{cgroup}  ({mode})" if attached else cgroup
+            label = (f"{shown}|attached: {' '.join(attached) or '-'}"
                      f"|runs: {' '.join(effective) or '-'}")
             lines.append(f'    "{step}_{cgroup}" [label="{{{label}}}"];')
         for parent, child in zip(chain, chain[1:]):
