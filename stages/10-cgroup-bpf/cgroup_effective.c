@@ -791,57 +791,98 @@ static void record_chain(FIXTURE_DATA(tree) *self, const char *step,
 	fclose(out);
 }
 
-TEST_F(tree, uapi_example_runs_f_d_a_b_and_falls_back_on_detach)
+static const char *const uapi_mode[] = {
+	"MULTI", "OVERRIDE", "MULTI", "OVERRIDE", "NONE",
+};
+
+/*
+ * The chain of include/uapi/linux/bpf.h's example: cg[0] to cg[4] are
+ * cgrp1 to cgrp5 (named L1 to L5), with A and B on L1, C on L2, D on L3,
+ * E on L4 and F on L5, attached as uapi_mode[] says; prog[] is A to F.
+ * Returns a UDP socket made in L5.
+ */
+static int uapi_chain(struct __test_metadata *_metadata,
+		      FIXTURE_DATA(tree) *self, int *cg, int *prog)
 {
-	static const char *const mode[] = {
-		"MULTI", "OVERRIDE", "MULTI", "OVERRIDE", "NONE",
-	};
 	static const char *const rel[] = {
 		"L1", "L1/L2", "L1/L2/L3", "L1/L2/L3/L4", "L1/L2/L3/L4/L5",
 	};
+	static const char *const name[] = { "A", "B", "C", "D", "E", "F" };
+	static const int on[] = { 0, 0, 1, 2, 3, 4 };
+	static const __u32 flags[] = {
+		BPF_F_ALLOW_MULTI, BPF_F_ALLOW_OVERRIDE, BPF_F_ALLOW_MULTI,
+		BPF_F_ALLOW_OVERRIDE, 0,
+	};
 	char path[5][CG_PATH_MAX];
-	int cg[5], pa, pb, pc, pd, pe, pf, tx, i;
+	int i, tx;
 
 	for (i = 0; i < 5; i++) {
-		ASSERT_EQ(0, cg_mkdir(&self->fs, rel[i], path[i]));
+		ASSERT_EQ(0, cg_mkdir(&self->fs, rel[i], path[i])) {
+			return -1;
+		}
 		cg[i] = cg_open(path[i]);
-		ASSERT_LE(0, cg[i]);
+		ASSERT_LE(0, cg[i]) {
+			return -1;
+		}
 	}
-	pa = tally(_metadata, self, "A", CG_PASS);
-	pb = tally(_metadata, self, "B", CG_PASS);
-	pc = tally(_metadata, self, "C", CG_PASS);
-	pd = tally(_metadata, self, "D", CG_PASS);
-	pe = tally(_metadata, self, "E", CG_PASS);
-	pf = tally(_metadata, self, "F", CG_PASS);
-	ASSERT_EQ(0, cg_attach(cg[0], pa, EGRESS, MULTI));
-	ASSERT_EQ(0, cg_attach(cg[0], pb, EGRESS, MULTI));
-	ASSERT_EQ(0, cg_attach(cg[1], pc, EGRESS, OVERRIDE));
-	ASSERT_EQ(0, cg_attach(cg[2], pd, EGRESS, MULTI));
-	ASSERT_EQ(0, cg_attach(cg[3], pe, EGRESS, OVERRIDE));
-	ASSERT_EQ(0, cg_attach(cg[4], pf, EGRESS, NONE));
+	for (i = 0; i < 6; i++)
+		prog[i] = tally(_metadata, self, name[i], CG_PASS);
+	for (i = 0; i < 6; i++) {
+		ASSERT_EQ(0, cg_attach(cg[on[i]], prog[i], EGRESS, flags[on[i]]))
+			TH_LOG("attaching %s", name[i]);
+	}
 	tx = cg_udp_socket_in(&self->fs, path[4], AF_INET, NULL);
-	ASSERT_LE(0, tx);
+	ASSERT_LE(0, tx) {
+		return -1;
+	}
+	return tx;
+}
 
-	record_chain(self, "attached", cg, mode, 5);
+/* With every program attached: L5 runs F, then D, A and B. */
+TEST_F(tree, uapi_example_runs_f_d_a_b)
+{
+	int cg[5], prog[6], tx, i;
+
+	tx = uapi_chain(_metadata, self, cg, prog);
+	ASSERT_LE(0, tx);
 	EXPECT_STREQ("F D A B",
 		     listed(self, cg[4], EGRESS, BPF_F_QUERY_EFFECTIVE));
+	EXPECT_STREQ("E D A B",
+		     listed(self, cg[3], EGRESS, BPF_F_QUERY_EFFECTIVE));
+	EXPECT_STREQ("C A B",
+		     listed(self, cg[1], EGRESS, BPF_F_QUERY_EFFECTIVE));
 	reset(_metadata, self);
 	EXPECT_EQ(0, sent_from_fd(self, tx));
 	EXPECT_STREQ("F D A B", run_order(self));
 
-	ASSERT_EQ(0, cg_detach(cg[4], pf, EGRESS));
+	close(tx);
+	for (i = 0; i < 5; i++)
+		close(cg[i]);
+}
+
+/* Then F, D and E are detached, and L5 falls back on what is left. */
+TEST_F(tree, uapi_example_falls_back_on_detach)
+{
+	int cg[5], prog[6], tx, i;
+	enum { pa, pb, pc, pd, pe, pf };
+
+	tx = uapi_chain(_metadata, self, cg, prog);
+	ASSERT_LE(0, tx);
+	record_chain(self, "attached", cg, uapi_mode, 5);
+
+	ASSERT_EQ(0, cg_detach(cg[4], prog[pf], EGRESS));
 	EXPECT_STREQ("E D A B",
 		     listed(self, cg[4], EGRESS, BPF_F_QUERY_EFFECTIVE));
 	reset(_metadata, self);
 	EXPECT_EQ(0, sent_from_fd(self, tx));
 	EXPECT_STREQ("E D A B", run_order(self));
 
-	ASSERT_EQ(0, cg_detach(cg[2], pd, EGRESS));
+	ASSERT_EQ(0, cg_detach(cg[2], prog[pd], EGRESS));
 	EXPECT_STREQ("E A B",
 		     listed(self, cg[4], EGRESS, BPF_F_QUERY_EFFECTIVE));
 
-	ASSERT_EQ(0, cg_detach(cg[3], pe, EGRESS));
-	record_chain(self, "detached", cg, mode, 5);
+	ASSERT_EQ(0, cg_detach(cg[3], prog[pe], EGRESS));
+	record_chain(self, "detached", cg, uapi_mode, 5);
 	EXPECT_STREQ("C A B",
 		     listed(self, cg[4], EGRESS, BPF_F_QUERY_EFFECTIVE));
 	reset(_metadata, self);
