@@ -14,8 +14,9 @@ BYTES=100
 MONITOR_LOG=/tmp/$TEST_NAME.monitor
 MONITOR_PID=
 MONITOR_MARKS=0
-# The last possible CPU, and the online ones: "0-1" on the stage's machine.
-LAST_CPU=$(sed -E 's/.*[-,]//' /sys/devices/system/cpu/possible)
+# The last CPU that is online: 1 on the stage's machine, whose possible
+# CPUs are its online ones, 0-1.
+LAST_CPU=$(sed -E 's/.*[-,]//' /sys/devices/system/cpu/online)
 
 # in_ns COMMAND...: COMMAND in the namespace.
 in_ns() { ip netns exec "$NS" "$@"; }
@@ -125,7 +126,7 @@ send_from_every_cpu() {
 
 online_cpus() {
 	local cpu
-	for cpu in $(seq 0 "$LAST_CPU"); do
+	for cpu in $(seq 0 "$(sed -E 's/.*[-,]//' /sys/devices/system/cpu/possible)"); do
 		if [ "$cpu" = 0 ] || [ "$(cat /sys/devices/system/cpu/cpu$cpu/online)" = 1 ]; then
 			echo "$cpu"
 		fi
