@@ -13,7 +13,6 @@ NS=${NS:-nftobj}
 BYTES=100
 MONITOR_LOG=/tmp/$TEST_NAME.monitor
 MONITOR_PID=
-MONITOR_MARKS=0
 # The last CPU that is online: 1 on the stage's machine, whose possible
 # CPUs are its online ones, 0-1.
 LAST_CPU=$(sed -E 's/.*[-,]//' /sys/devices/system/cpu/online)
@@ -177,7 +176,7 @@ expect() {
 		ktap_test_pass "$1"
 		return 0
 	fi
-	ktap_print_msg "$1: $2: got '$3', expected '$4'"
+	ktap_print_msg "$1: $2: got '${3//$'\n'/ / }', expected '$4'"
 	ktap_test_fail "$1"
 	return 1
 }
@@ -188,9 +187,13 @@ expect_all() {
 	local name=$1 check what got want ok=0
 	shift
 	for check in "$@"; do
-		IFS='|' read -r what got want <<< "$check"
+		# GOT may be several lines: split on the first and last |.
+		what=${check%%|*}
+		got=${check#*|}
+		want=${got##*|}
+		got=${got%|*}
 		if [ "$got" != "$want" ]; then
-			ktap_print_msg "$name: $what: got '$got', expected '$want'"
+			ktap_print_msg "$name: $what: got '${got//$'\n'/ / }', expected '$want'"
 			ok=1
 		fi
 	done
@@ -218,18 +221,20 @@ fails_with() {
 monitor_start() {
 	monitor_stop
 	: > "$MONITOR_LOG"
-	in_ns nft monitor ruleset > "$MONITOR_LOG" 2>&1 &
+	# ip netns exec becomes nft (it forks only in batch mode): $! is nft.
+	ip netns exec "$NS" nft monitor ruleset > "$MONITOR_LOG" 2>&1 &
 	MONITOR_PID=$!
 	monitor_sync
 }
 
 # monitor_sync: returns once the monitor printed every event sent before
-# it: a new chain's event, which comes after them on its socket.
+# it: a new chain's event, which comes after them on its socket. The
+# chain's name is new each time, as this runs in subshells too.
 monitor_sync() {
-	local mark=sync$((MONITOR_MARKS += 1)) i
+	local mark=sync$BASHPID$SRANDOM i
 	nft_ns add chain inet t "$mark" || return 1
 	for i in $(seq 100); do
-		if grep -q "chain inet t $mark" "$MONITOR_LOG"; then
+		if grep -qw "chain inet t $mark" "$MONITOR_LOG"; then
 			nft_ns delete chain inet t "$mark"
 			return 0
 		fi
