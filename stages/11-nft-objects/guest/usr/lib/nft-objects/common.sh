@@ -152,7 +152,7 @@ quota() {
 print_lines() {
 	local line
 	while IFS= read -r line; do
-		echo "# $line" >&2
+		[ -z "$line" ] || echo "# $line" >&2
 	done
 }
 
