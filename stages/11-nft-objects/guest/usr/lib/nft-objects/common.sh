@@ -228,20 +228,26 @@ monitor_start() {
 }
 
 # monitor_sync: returns once the monitor printed every event sent before
-# it: a new chain's event, which comes after them on its socket. The
-# chain's name is new each time, as this runs in subshells too.
+# it: a new chain's event, which comes after them on its socket. A
+# monitor that has only just started may not listen yet, and misses the
+# events sent before it does, so a chain that stays unseen for a second
+# is replaced by another. The chains' names are new each time, as this
+# runs in subshells too.
 monitor_sync() {
-	local mark=sync$BASHPID$SRANDOM i
-	nft_ns add chain inet t "$mark" || return 1
-	for i in $(seq 100); do
-		if grep -qw "chain inet t $mark" "$MONITOR_LOG"; then
-			nft_ns delete chain inet t "$mark"
-			return 0
-		fi
-		sleep 0.1
+	local mark try i
+	for try in $(seq 10); do
+		mark=sync$BASHPID$SRANDOM
+		nft_ns add chain inet t "$mark" || return 1
+		for i in $(seq 10); do
+			if grep -qw "chain inet t $mark" "$MONITOR_LOG"; then
+				nft_ns delete chain inet t "$mark"
+				return 0
+			fi
+			sleep 0.1
+		done
+		nft_ns delete chain inet t "$mark"
 	done
-	echo "$TEST_NAME: nft monitor printed nothing of chain $mark in 10 s" | print_lines
-	nft_ns delete chain inet t "$mark"
+	echo "$TEST_NAME: nft monitor printed none of 10 new chains in 10 s" | print_lines
 	return 1
 }
 
