@@ -260,9 +260,12 @@ monitor_stop() {
 }
 
 # depletions NAME BYTES: how many times the monitor printed the quota
-# NAME of BYTES bytes as used up, the event nft_quota_obj_eval() sends:
-# "add quota inet t NAME { BYTES bytes used BYTES bytes }".
+# NAME of BYTES bytes as used up, the event nft_quota_obj_eval() sends.
+# The event carries the family of the packet, nft_pf(pkt), and not the
+# table's: for the inet table t and an IPv4 datagram, nft 1.0.6 prints
+# "add quota ip t NAME { BYTES bytes used BYTES bytes }" (and warns that
+# it cannot find a table ip t).
 depletions() {
 	monitor_sync
-	grep -cF "quota inet t $1 { $2 bytes used $2 bytes }" "$MONITOR_LOG"
+	grep -cF "add quota ip t $1 { $2 bytes used $2 bytes }" "$MONITOR_LOG"
 }
