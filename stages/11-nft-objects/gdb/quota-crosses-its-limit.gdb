@@ -66,7 +66,8 @@ def returned():
     quota = quota_at(state["quota"])
     after = int(quota["consumed"].dereference()["counter"])
     flags = int(quota["flags"])
-    code = int(gdb.parse_and_eval(f"((struct nft_regs *) {state['regs']})->verdict.code"))
+    # verdict.code is a u32; NFT_CONTINUE and NFT_BREAK are negative.
+    code = int(gdb.parse_and_eval(f"(int) ((struct nft_regs *) {state['regs']})->verdict.code"))
     verdict = {NFT_CONTINUE: "matches (NFT_CONTINUE)",
                NFT_BREAK: "breaks the rule (NFT_BREAK)"}.get(code, f"verdict code {code}")
     announced = bool(flags & DEPLETED) and not state["flags"] & DEPLETED
