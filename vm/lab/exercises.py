@@ -450,6 +450,9 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts, first=None):
     finished = threading.Condition()
     guests = threading.BoundedSemaphore(settings.proof_guests())
     take = threading.Lock()
+    first_done = threading.Event()
+    if not first:
+        first_done.set()
 
     def next_attempt():
         with take:
@@ -464,6 +467,8 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts, first=None):
                     first()
                 except Exception as error:  # it records its own outcome
                     info(f"workshop 1: the run before the proofs failed: {error}")
+                finally:
+                    first_done.set()
         while True:
             # Wait for the workshop, but not beyond the last attempt.
             while not busy.acquire(timeout=1):
@@ -518,6 +523,9 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts, first=None):
         threading.Thread(target=worker, args=(number,), name=f"workshop{number}").start()
     with finished:
         finished.wait_for(lambda: len(results) == len(attempts))
+    # The run beside the proofs may outlast them, and the caller goes on
+    # to reset the first workshop, whose kernel that run boots.
+    first_done.wait()
     # Where a proof's time goes, for docs/benchmarks.md and the check's budget.
     out_root.mkdir(parents=True, exist_ok=True)
     (out_root / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")

@@ -215,6 +215,35 @@ def test_the_stages_own_run_takes_the_first_workshop_beside_the_proofs(monkeypat
     assert "graded in workshop 1" not in order[:order.index("stage run")]
 
 
+def test_the_proofs_end_only_when_the_stages_own_run_has(monkeypatch, tmp_path):
+    """The check resets the first workshop for the next stage as soon as the
+    proofs return, so they must not return while the run beside them, which
+    boots that workshop's kernel, goes on."""
+    monkeypatch.setattr(exercises.workflow, "build_kernel", lambda work, **kwargs: None)
+    monkeypatch.setattr(exercises, "boots_a_guest", lambda *args: True)
+    monkeypatch.setattr(exercises, "_is_cold", lambda tree, stage: False)
+    monkeypatch.setattr(exercises, "grade", lambda work, *args, **kwargs: "graded")
+    run_may_end = threading.Event()
+    events = []
+
+    def stage_run():
+        assert run_may_end.wait(20)
+        events.append("stage run ended")
+
+    def release_the_run_later():
+        time.sleep(0.5)
+        events.append("run released")
+        run_may_end.set()
+
+    stage = SimpleNamespace(branch="stage/99-x", machine=SimpleNamespace(arch="x86_64"))
+    attempts = [(f"attempt{i}", "rev", [], None) for i in range(2)]
+    threading.Thread(target=release_the_run_later).start()
+    results = exercises._prove_attempts(FakeMain(tmp_path), stage, KERNEL_PROOF, tmp_path / "out",
+                                        attempts, first=stage_run)
+    assert results == {"attempt0": "graded", "attempt1": "graded"}
+    assert events == ["run released", "stage run ended"]
+
+
 @pytest.mark.parametrize("value", ["0", "two", "-1"])
 def test_a_bad_number_of_proof_guests_is_a_clear_error(monkeypatch, value):
     monkeypatch.setenv("LAB_PROOF_GUESTS", value)
