@@ -35,6 +35,13 @@
 #include <poll.h>
 #include <linux/bpf.h>
 
+/* The attach types and modes, as the tests name them. */
+#define EGRESS		BPF_CGROUP_INET_EGRESS
+#define INGRESS		BPF_CGROUP_INET_INGRESS
+#define MULTI		BPF_F_ALLOW_MULTI
+#define OVERRIDE	BPF_F_ALLOW_OVERRIDE
+#define NONE		0
+
 /* Instructions, spelled as the kernel's include/linux/filter.h does. */
 
 #define BPF_ALU64_IMM(OP, DST, IMM)				\

@@ -53,12 +53,6 @@
 #include "lab/two_cpus.h"
 #include "cgroup_bpf.h"
 
-#define EGRESS		BPF_CGROUP_INET_EGRESS
-#define INGRESS		BPF_CGROUP_INET_INGRESS
-#define MULTI		BPF_F_ALLOW_MULTI
-#define OVERRIDE	BPF_F_ALLOW_OVERRIDE
-#define NONE		0
-
 /* The kernel's limit per cgroup and attach type (BPF_CGROUP_MAX_PROGS). */
 #define MAX_PER_CGROUP	64
 

@@ -45,11 +45,6 @@
 #include "lab/two_cpus.h"
 #include "cgroup_bpf.h"
 
-#define EGRESS		BPF_CGROUP_INET_EGRESS
-#define INGRESS		BPF_CGROUP_INET_INGRESS
-#define MULTI		BPF_F_ALLOW_MULTI
-#define NONE		0
-
 #define PAYLOAD		100
 #define BIG_PAYLOAD	2048	/* see cb_is_restored_after_ingress_programs */
 #define ARRIVE_MS	2000	/* a datagram that must arrive */
