@@ -27,6 +27,11 @@
  *     first packet to each on both CPUs at once: each must count both
  *     packets (an insert that replaces the other CPU's, or a packet
  *     forgotten when the insert loses the race, leaves one).
+ * The window of that insert race is a few instructions wide, and a busy
+ * host may never run both vCPUs inside it. So the lost race is also
+ * played on cue: LOST_INSERT_OBJECT, a kprobe on htab_map_update_elem(),
+ * inserts each of LOST_DESTS new destinations' counters just before the
+ * program's own insert, as the other CPU would (lost_insert_kern.c).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -44,6 +49,7 @@
 #include <bpf/libbpf.h>
 
 #include "kselftest.h"
+#include "lab/lost_insert.h"
 #include "lab/two_cpus.h"
 
 #define LWT_LEN_LIMIT 256
@@ -53,6 +59,9 @@
 #define RACE_DESTS 256
 #define RACE_DEST_ROUNDS 8
 #define RACE_LEN 100
+#define LOST_INSERT_OBJECT "/usr/lib/lab/lost_insert.bpf.o"
+#define LOST_FIRST 0x0a030000	/* 10.3.0.0 */
+#define LOST_DESTS 64
 #define HEADERS 8192
 
 #define SADDR 0xc0a8fc01	/* 192.168.252.1 */
@@ -311,6 +320,40 @@ static void len_limit(void)
 	ksft_test_result(!wrong_dests && !errors, "concurrent_first_packets_counted\n");
 }
 
+/* New destinations whose counter the other CPU creates first, every time. */
+static void insert_lost_on_cue(void)
+{
+	const __u64 other_cpu_bytes = RACE_LEN;
+	struct lab_lost_insert race;
+	int err, wrong_dests = 0, errors = 0;
+	struct packet pkt;
+	long long won;
+
+	err = lab_lost_insert_attach(&race, LOST_INSERT_OBJECT, map_fd, "htab_map_update_elem");
+	for (int i = 0; !err && i < LOST_DESTS; i++) {
+		__u32 key = htonl(LOST_FIRST + i);
+
+		err = lab_lost_insert_arm(&race, &key, &other_cpu_bytes);
+	}
+	if (err)
+		ksft_exit_fail_msg("%s: %s\n", LOST_INSERT_OBJECT, strerror(-err));
+	for (int i = 0; i < LOST_DESTS; i++)
+		if (run(&pkt, make_packet(&pkt, RACE_LEN, LOST_FIRST + i, 5, 0, 64, i, IPPROTO_UDP),
+			1, NULL) != BPF_OK)
+			errors++;
+	won = lab_lost_insert_detach(&race);
+	for (int i = 0; i < LOST_DESTS; i++)
+		wrong_dests += bytes_of(LOST_FIRST + i) != 2 * RACE_LEN;
+	ksft_print_msg("%d of %d new destinations, their counter created by another CPU between "
+		       "the lookup and the insert (%lld times), did not count both packets; "
+		       "%d runs did not return BPF_OK\n", wrong_dests, LOST_DESTS, won, errors);
+	if (won != LOST_DESTS)
+		ksft_print_msg("the program tried to insert the counters of %lld of %d new destinations\n",
+			       won, LOST_DESTS);
+	ksft_test_result(!wrong_dests && !errors && won == LOST_DESTS,
+			 "insert_lost_to_another_cpu_counted\n");
+}
+
 /* -- dscp --------------------------------------------------------------- */
 
 static void dscp(void)
@@ -383,13 +426,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ksft_print_header();
-	ksft_set_plan(4);
 	if (!strcmp(argv[1], "len-limit")) {
+		ksft_set_plan(5);
 		load(argv[2], "len_limit");
 		if (map_fd < 0)
 			ksft_exit_fail_msg("%s has no map lwt_len_limit_bytes\n", argv[2]);
 		len_limit();
+		insert_lost_on_cue();
 	} else {
+		ksft_set_plan(4);
 		load(argv[2], "set_dscp");
 		dscp();
 	}
