@@ -97,30 +97,10 @@ passed() {
 }
 
 # send_from_every_cpu COUNT [PORT]: COUNT datagrams from each online CPU,
-# all CPUs at once: every sender waits for one start signal. Prints the
-# number that went through, in total.
+# all CPUs at once, back to back (udp-every-cpu). Prints the number that
+# went through, in total.
 send_from_every_cpu() {
-	local count=$1 port=${2:-9} go=/tmp/$TEST_NAME.go cpu total=0 out pids=
-	rm -f "$go" /tmp/"$TEST_NAME".cpu*
-	for cpu in $(online_cpus); do
-		in_ns taskset -c "$cpu" bash -c '
-			while [ ! -e "$3" ]; do :; done
-			for ((i = 0; i < $1; i++)); do
-				if printf "%72s" "" 2> /dev/null > /dev/udp/127.0.0.1/$2; then
-					printf +
-				else
-					printf -
-				fi
-			done' send "$count" "$port" "$go" > /tmp/"$TEST_NAME".cpu"$cpu" &
-		pids="$pids $!"
-	done
-	: > "$go"
-	wait $pids
-	for out in /tmp/"$TEST_NAME".cpu*; do
-		total=$((total + $(passed "$(cat "$out")")))
-	done
-	rm -f "$go" /tmp/"$TEST_NAME".cpu*
-	echo $total
+	in_ns udp-every-cpu "$1" "${2:-9}"
 }
 
 online_cpus() {
