@@ -407,6 +407,21 @@ def select_lines(text: str, spec: str) -> tuple[int, str]:
     return first, "\n".join(lines[first - 1:last])
 
 
+def anchored_lines(text: str, start: str, end: str) -> str:
+    """from=START to=END as a lines= range: from the first line that starts
+    with START to the first one, from there on, that starts with END
+    (leading blanks aside). An excerpt of a file that changes keeps to its
+    lines where numbers would drift."""
+    lines = [line.lstrip() for line in text.split("\n")]
+    first = next((i for i, line in enumerate(lines) if line.startswith(start)), None)
+    if first is None:
+        raise BookError(f"from={start}: no line starts with it")
+    last = next((i for i in range(first, len(lines)) if lines[i].startswith(end)), None)
+    if last is None:
+        raise BookError(f"to={end}: no line from the from= line on starts with it")
+    return f"{first + 1}-{last + 1}"
+
+
 # --------------------------------------------------------------------------
 # Patches from kernel-patches/
 
@@ -746,6 +761,10 @@ def answer(req: dict) -> tuple[str, int, str, str, str, tuple[int, str] | None]:
         stage = resolve_stage(req.get("stage") or req.get("default-stage") or "base")
         text = read_stage_file(stage, path)
         where = f"stage {stage.slug}"
+    if "from" in req:
+        if "lines" in req:
+            raise BookError("give lines= or from=, not both")
+        req = {**req, "lines": anchored_lines(text, req["from"], req.get("to", req["from"]))}
     kinds = [k for k in SYMBOL_KINDS if k in req]
     if len(kinds) + ("lines" in req) > 1:
         raise BookError("give one of " + ", ".join(f"{k}=" for k in [*SYMBOL_KINDS, "lines"]))

@@ -191,6 +191,9 @@ CHAPTER = """\
 ```{src=stages/01-lru-list/tests lines=2-3 .bash}
 ```
 
+```{src=stages/01-lru-list/tests from="b " to="c " .bash}
+```
+
 ```{patch=01-lru-list/0001-demo-count-rotations.patch part=message}
 ```
 
@@ -345,6 +348,8 @@ def test_code_inclusions_render_with_origin_and_line_numbers(demo):
     assert 'class="sourceCode diff"' in page
     assert "The count is what the test reads." in page
     assert "<code>stages/01-lru-list/tests</code> · lines 2–3 · lab repository" in page
+    # from= and to= anchor an excerpt by the text its lines start with
+    assert "<code>stages/01-lru-list/tests</code> · lines 3–4 · lab repository" in page
     assert 'class="sourceCode bash"' in page
     intro = (demo["out"] / "00-introduction.html").read_text()
     assert "struct demo_list" in intro and "stage 00-base" in intro
@@ -622,7 +627,7 @@ def test_check_includes_mode(demo):
                            "--check-includes"], capture_output=True, text=True,
                           env={**os.environ, **demo["env"]})
     assert proc.returncode == 0, proc.stderr
-    assert "8 inclusions in 2 chapters resolve" in proc.stdout
+    assert "9 inclusions in 2 chapters resolve" in proc.stdout
 
 
 # ---------------------------------------------------------------------------
