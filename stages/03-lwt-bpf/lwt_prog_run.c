@@ -31,7 +31,7 @@
  * host may never run both vCPUs inside it. So the lost race is also
  * played on cue: LOST_INSERT_OBJECT, a kprobe on htab_map_update_elem(),
  * inserts each of LOST_DESTS new destinations' counters just before the
- * program's own insert, as the other CPU would (lost_insert_kern.c).
+ * program's own insert, as the other CPU would (vm/include/lab/lost_insert.h).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

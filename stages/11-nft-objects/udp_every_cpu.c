@@ -9,7 +9,8 @@
  * together from a spin barrier and send back to back. A bash loop that
  * opens /dev/udp for every datagram spends almost all its time outside
  * the kernel's packet path, so two CPUs seldom meet in a quota or a
- * counter; these meet there on most datagrams.
+ * counter; these meet there far more often, though still by chance (a
+ * quota that adds without an atomic add was caught in one of two grades).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
