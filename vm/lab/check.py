@@ -104,10 +104,12 @@ def guest_tier(tally, stage):
         return
     clock["built"] = time.monotonic()
 
+    own = {}
+
     def own_run():
         results = settings.BUILD / "results" / stage.slug
         try:
-            run = workflow.run_tests(work, out=results, quiet=True, build=False)
+            run = own["run"] = workflow.run_tests(work, out=results, quiet=True, build=False)
         except Exception as error:  # a bug must fail the stage, not vanish in a thread
             tally.record(f"stage {stage.slug}: build and boot", False,
                          f"{type(error).__name__}: {error}")
@@ -132,7 +134,8 @@ def guest_tier(tally, stage):
         own_run()
     if exercise_set:
         beside = None if stage.runs_alone else own_run
-        for name, ok, detail, *skipped in exercises.prove(stage, beside=beside):
+        for name, ok, detail, *skipped in exercises.prove(stage, beside=beside,
+                                                          own_run=lambda: own.get("run")):
             tally.record(f"stage {stage.slug}: {name}", ok, detail, skipped=bool(skipped))
     clock["proved"] = time.monotonic()
     for experiment in stage.experiments:

@@ -25,9 +25,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import hints, kbuild, ktap, settings, stages, workflow
+from . import hints, kbuild, ktap, settings, stages, variants, workflow
 from .errors import LabError
-from .log import info
+from .log import info, warn
 from .tree import KernelTree
 
 
@@ -125,14 +125,23 @@ def _module_proof(where, table, items):
 
 # -- hollowing ---------------------------------------------------------------
 
-def function_body_span(source, function):
-    """(start, end) character offsets of the body of a top-level C function
-    written in kernel style: the braces on their own lines in column 0."""
+def _function_head(source, function):
     head = re.search(rf"^[A-Za-z_][^;{{}}]*?\b{re.escape(function)}\s*\([^;{{}}]*?\)\s*\n\{{\n",
                      source, re.M | re.S)
     if not head:
         raise LabError(f"function {function}() not found (defined in kernel style)")
-    start = head.end()
+    return head
+
+
+def function_head_start(source, function):
+    """Where the definition of a top-level C function begins."""
+    return _function_head(source, function).start()
+
+
+def function_body_span(source, function):
+    """(start, end) character offsets of the body of a top-level C function
+    written in kernel style: the braces on their own lines in column 0."""
+    start = _function_head(source, function).end()
     end = source.find("\n}\n", start - 1)
     if end == -1:
         raise LabError(f"the body of {function}() has no closing brace in column 0")
@@ -264,16 +273,20 @@ def graded_tests(exercise_set):
     return {path.split("/")[0] for path in paths}
 
 
-def grade(work, exercise_set, out=None, quiet=False, focus=None, build=True):
+def grade(work, exercise_set, out=None, quiet=False, focus=None, build=True,
+          extra_cmdline=(), until_failed=False, hinted=False):
     """Only the tests that prove something about the exercises: a stage's
     measurements can take minutes. With `focus` (exercises' names), only
     those exercises are graded and only their tests run, without the
     required results: a wrong solution must be caught by its own
     exercise's tests, and the required ones, often a stage's longest,
-    would add guest time to every proof without bearing on its verdict."""
+    would add guest time to every proof without bearing on its verdict.
+    With until_failed, the guest stops once the grade is settled as a
+    failure, and its hint too with `hinted` (see settled_failure)."""
+    settle = settled_failure(exercise_set, focus, hinted) if until_failed else None
     exercise_set = focused(exercise_set, focus)
     run = workflow.run_tests(work, out=out, quiet=quiet, only=graded_tests(exercise_set),
-                             build=build)
+                             build=build, extra_cmdline=extra_cmdline, settle=settle)
     return Grade(score(exercise_set, run), run)
 
 
@@ -288,6 +301,27 @@ def focused(exercise_set, focus):
     return dataclasses.replace(
         exercise_set, required=[],
         exercises=[e for e in exercise_set.exercises if e.name in focus])
+
+
+def settled_failure(exercise_set, focus, hinted):
+    """For a proof that the grader rejects a variant: a function of the
+    report so far that gives the reason to stop the guest once the grade
+    can no longer change, or None. That is once each graded exercise has
+    a failed result of its own (a failure cannot turn into a pass) and,
+    with `hinted`, nothing still to come can change the hint it gets
+    (hints.settled). The tests after that point would only cost time."""
+    graded = focused(exercise_set, focus).exercises
+
+    def settle(report):
+        first = []
+        for exercise in graded:
+            failed = hints.failed_paths(report, exercise.tests)
+            if not failed or (hinted and exercise.hints
+                              and not hints.settled(exercise, report)):
+                return None
+            first.append(f"{exercise.name}: {failed[-1]} failed")
+        return f"stopped once the grade was settled ({'; '.join(first)})"
+    return settle
 
 
 def boots_a_guest(stage, exercise_set, focus=None):
@@ -331,12 +365,19 @@ def print_grade(grade_result, title):
 
 # -- the proof that graders discriminate (part of make check) ----------------
 
-def prove(stage, beside=None):
+def prove(stage, beside=None, own_run=None):
     """[(name, ok, detail[, skipped])]: the grader fails on the skeleton,
     passes on the solutions, and fails each wrong solution on the exercise
     it names, which gets the hint the wrong solution names. `beside`, if
     given, runs first in the first workshop, as it holds the stage's build,
-    with a guest of the proofs' own while the other workshop proves."""
+    with a guest of the proofs' own while the other workshop proves.
+
+    own_run, if given, returns the stage's own test run (once `beside`
+    has ended): the solutions are then graded on its results instead of
+    a run of their own. The stage branch is the skeleton with every
+    solution applied (the first check below proves the patches are what
+    the exercise data makes), and the stage's run has run every test the
+    exercises name, on that very kernel."""
     exercise_set = load(stage)
     if not exercise_set:
         return []
@@ -357,12 +398,26 @@ def prove(stage, beside=None):
     # branch, whose bodies the solutions restore (checked above).
     wrongs = [(patch, wrong_target(patch)) for patch in exercise_set.wrong_solutions]
     every = [e.name for e in exercise_set.exercises]
-    attempts = [("skeleton", skeleton_rev, [], every),
-                ("solution", skeleton_rev, solutions, every)]
+    attempts = [("skeleton", skeleton_rev, [], every)]
+    if own_run is None:
+        attempts.append(("solution", skeleton_rev, solutions, every))
     attempts += [(f"wrong-{patch.stem}", stage.branch, [patch], [target])
                  for patch, target in wrongs]
     _seed_second_workshop(main, stage)
-    results = _prove_attempts(main, stage, exercise_set, out_root, attempts, first=beside)
+    plan = variants.plan(main, stage, exercise_set, attempts,
+                         kbuild.object_dir(main.workshop(1).path, stage.machine.arch))
+    if plan:
+        # The variants one kernel holds go first, so that each workshop
+        # builds that kernel once and grades them all on it.
+        attempts.sort(key=lambda attempt: attempt[0] not in plan.numbers)
+        info(f"{len(plan.numbers)} of {len(attempts)} proof variants share one kernel "
+             f"({', '.join(sorted(plan.files))})")
+    results = _prove_attempts(main, stage, exercise_set, out_root, attempts, first=beside,
+                              plan=plan)
+    if own_run is not None:
+        run = own_run()
+        results["solution"] = Grade(score(focused(exercise_set, every), run), run) if run \
+            else LabError("the stage's own run, whose results grade the solutions, did not end")
 
     skeleton = results["skeleton"]
     for exercise in exercise_set.exercises:
@@ -427,7 +482,7 @@ def _seed_second_workshop(main, stage):
         main.copy_workshop(2, source=1)
 
 
-def _prove_attempts(main, stage, exercise_set, out_root, attempts, first=None):
+def _prove_attempts(main, stage, exercise_set, out_root, attempts, first=None, plan=None):
     """{label: Grade or LabError} for (label, rev, patches, focus) attempts.
     Two workshops take turns, so that one builds the next variant while
     the other's guest runs, and their guests may run at once
@@ -443,8 +498,15 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts, first=None):
     that build before it takes an
     attempt, so that no attempt waits for it while the first workshop
     proves all the others; the proofs end when every attempt has a result,
-    whether or not that build has."""
+    whether or not that build has.
+
+    With a variants.Plan, the attempts it names are graded on the one
+    kernel that holds them all, which each workshop builds once; should
+    that kernel fail to build, every attempt builds its own as before."""
     pending = list(attempts)
+    # Per workshop: does its object dir hold the plan's kernel now?
+    holds_plan = {1: False, 2: False}
+    plan_broken = threading.Event()
     results = {}
     timings = {}
     finished = threading.Condition()
@@ -492,14 +554,39 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts, first=None):
             finally:
                 busy.release()
 
+    def plan_kernel(number):
+        """The workshop's Work on the plan's kernel, built if it is not
+        there; None when that kernel does not build."""
+        tree = main.workshop(number)
+        if not holds_plan[number]:
+            tree = main.reset_workshop(stage.branch, number=number)
+            for path, text in plan.files.items():
+                (tree.path / path).write_text(text)
+            try:
+                workflow.build_kernel(workflow.Work(tree, stage), quiet=True, nice=10)
+            except LabError as error:
+                plan_broken.set()
+                warn(f"workshop {number}: the kernel holding every proof variant does not "
+                     f"build, so each variant builds its own: {str(error)[-2000:]}")
+                return None
+            holds_plan[number] = True
+        return workflow.Work(tree, stage)
+
     def prove_one(number, label, rev, patches, focus):
         clock = {"start": time.monotonic()}
         try:
-            work = workflow.Work(main.reset_workshop(rev, patches, number=number), stage)
-            clock["reset"] = time.monotonic()
+            work, cmdline = None, ()
+            if plan and label in plan.numbers and not plan_broken.is_set():
+                clock["reset"] = time.monotonic()  # its build, if any, is the build phase
+                work, cmdline = plan_kernel(number), plan.cmdline(label)
+            if work is None:
+                holds_plan[number] = False
+                work = workflow.Work(main.reset_workshop(rev, patches, number=number), stage)
+                cmdline = ()
+                clock["reset"] = time.monotonic()
             # The guest is what every proof waits for: the build beside
             # it yields the cores to it. A grade on the host needs none.
-            if boots_a_guest(stage, exercise_set, focus):
+            if not cmdline and boots_a_guest(stage, exercise_set, focus):
                 proof = exercise_set.proof
                 if not (proof and workflow.build_module(work, proof.module, quiet=True,
                                                         nice=10)):
@@ -507,8 +594,12 @@ def _prove_attempts(main, stage, exercise_set, out_root, attempts, first=None):
             clock["built"] = time.monotonic()
             with guests:
                 clock["guest"] = time.monotonic()
-                result = grade(work, exercise_set, out=out_root / label,
-                               quiet=True, focus=focus, build=False)
+                # The skeleton and the wrong solutions must fail: their
+                # guests stop once they have (the solution's runs whole).
+                result = grade(work, exercise_set, out=out_root / label, quiet=True,
+                               focus=focus, build=False, extra_cmdline=cmdline,
+                               until_failed=label != "solution",
+                               hinted=label not in ("solution", "skeleton"))
                 clock["graded"] = time.monotonic()
         except LabError as error:
             result = error

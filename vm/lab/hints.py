@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import ktap
 from .errors import LabError
 
 SEEN_LINE = "Lab-Hints-Seen:"
@@ -90,6 +91,42 @@ def failed_paths(report, tests):
     walk(report.results, "")
     return [path for path in found
             if any(path == test or path.startswith(test + "/") for test in tests)]
+
+
+def settled(exercise, report):
+    """True when nothing still to come in the run (a result, a console
+    line) can change the hint its failure gets, as select() will choose
+    it from the whole run: a failure already matches a hint by its
+    results, and each hint before that one names only results that have
+    been reported (and passed, or it would have been chosen), with no
+    wildcard and no console pattern."""
+    got = select(exercise, report, "")
+    if got is None:
+        return False
+    reported = _reported_paths(report)
+    for hint in exercise.hints[:exercise.hints.index(got)]:
+        if hint.console or any(GLOB.search(pattern) or pattern not in reported
+                               for pattern in hint.failing):
+            return False
+    return True
+
+
+GLOB = re.compile(r"[*?\[]")
+
+
+def _reported_paths(report):
+    """Every result's path, but not that of a test still running when the
+    report was taken (ktap.with_live): its own result is still to come."""
+    found = set()
+
+    def walk(results, prefix):
+        for result in results:
+            path = f"{prefix}{result.name}"
+            if result.directive != ktap.CUT_SHORT:
+                found.add(path)
+            walk(result.children, path + "/")
+    walk(report.results, "")
+    return found
 
 
 def select(exercise, report, console_text):

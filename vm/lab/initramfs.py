@@ -3,6 +3,7 @@ for (programs built from the stage tree, host tools with their libraries,
 verbatim files, the kernel's modules). Stages are cumulative, so a stage's
 guest holds what every earlier stage put there; its test list is its own."""
 import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -23,7 +24,23 @@ BPF_FLAGS = ["-O2", "-g", "-target", "bpf", "-D__x86_64__",
              "-I/usr/include/x86_64-linux-gnu"]
 
 
-def build(tree, obj, stage, stage_list, tests=None):
+# The lab's own files that go into a guest, or into what is built for it:
+# the guest scripts, the shared headers, the stages' declarations and
+# sources, and the generators of data files.
+LAB_INPUTS = ("vm/guest", "vm/include", "stages", "tools")
+
+
+def build(tree, obj, stage, stage_list):
+    """The stage's guest root as a cpio archive in obj, without the test
+    list or the mode, which run_archive adds. Built again only when one of
+    its inputs changed: a graded variant, a student's run with nothing
+    changed, a walkthrough after a test, all boot the same root."""
+    image = obj / "lab-initramfs.cpio"
+    stamp = obj / "lab-initramfs.inputs"
+    key = _inputs_key(tree, obj, stage_list)
+    if key and image.exists() and stamp.exists() and stamp.read_text() == key:
+        return image
+    stamp.unlink(missing_ok=True)
     root = obj / "lab-guest"
     shutil.rmtree(root, ignore_errors=True)
     for d in ("bin", "sbin", "usr/bin", "usr/sbin", "lib", "lib64", "etc", "proc", "sys",
@@ -56,21 +73,53 @@ def build(tree, obj, stage, stage_list, tests=None):
     modules = obj / "lab-modules" / "lib" / "modules"
     if modules.is_dir():
         shutil.copytree(modules, root / "lib" / "modules", dirs_exist_ok=True, symlinks=True)
-    tests = "\n".join(f"{t.name} {t.command}" for t in (stage.tests if tests is None else tests))
-    (root / "lab/tests").write_text(tests + "\n" if tests else "")
     (root / "lab/env").write_text(
         f"LAB_STAGE={stage.slug}\n"
         f"LAB_KERNEL_TREE_VERSION={shlex.quote(_tree_version(tree))}\n"
         f"LAB_SOURCE_PACKAGE_VERSION={shlex.quote(KernelTree(tree).source_version())}\n"
         "export LAB_STAGE LAB_KERNEL_TREE_VERSION LAB_SOURCE_PACKAGE_VERSION\n")
-    image = obj / "lab-initramfs.cpio"
     _cpio(root, image)
+    if key:
+        stamp.write_text(key)
     return image
 
 
-def run_archive(obj, mode, command=None):
-    """A one-file cpio that tells /init what to do; the kernel unpacks it on
-    top of the main initramfs when the two are concatenated."""
+def _inputs_key(tree, obj, stage_list):
+    """A digest of everything build() reads, or None when that cannot be
+    told: the kernel tree's sources as git sees them (the stage's programs
+    are built from it), the lab's own files, the modules of the last
+    kernel build, and the host's packages (its tools, libraries, headers,
+    compilers and busybox) through dpkg's record and the files named."""
+    from . import incremental  # the kernel build's own view of the tree
+    sources = incremental.snapshot(tree)
+    if sources is None:
+        return None
+    digest = hashlib.sha256(json.dumps(sources, sort_keys=True).encode())
+    digest.update("\0".join(each.slug for each in stage_list).encode())
+    for top in LAB_INPUTS:
+        for path in sorted((settings.REPO / top).rglob("*")):
+            if path.is_file():
+                digest.update(b"\0" + str(path).encode() + b"\0" + path.read_bytes())
+    modules = obj / "lab-modules"
+    for path in sorted(modules.rglob("*")) if modules.is_dir() else []:
+        status = path.lstat()
+        digest.update(f"\0{path}:{status.st_size}:{status.st_mtime_ns}".encode())
+    busybox = guest_busybox(arches.ARCHES[stage_list[-1].machine.arch])
+    named = ["/var/lib/dpkg/status", str(busybox)] + \
+        [path for each in stage_list for path in each.host_files]
+    for path in named:
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        digest.update(f"\0{path}:{status.st_size}:{status.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def run_archive(obj, mode, command=None, tests=()):
+    """A small cpio that tells /init what to do and which tests to run; the
+    kernel unpacks it on top of the main initramfs when the two are
+    concatenated."""
     root = obj / "lab-run"
     shutil.rmtree(root, ignore_errors=True)
     (root / "lab").mkdir(parents=True)
@@ -78,6 +127,8 @@ def run_archive(obj, mode, command=None):
     if command is not None:
         text += f"LAB_CMD={shlex.quote(command)}\n"
     (root / "lab/run").write_text(text)
+    listed = "\n".join(f"{t.name} {t.command}" for t in tests)
+    (root / "lab/tests").write_text(listed + "\n" if listed else "")
     small = obj / "lab-run.cpio"
     _cpio(root, small)
     combined = obj / f"lab-initramfs-{mode}.cpio"

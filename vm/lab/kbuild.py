@@ -46,6 +46,19 @@ def has_built(tree, arch="x86_64"):
     return incremental.recorded(object_dir(tree, arch)) is not None
 
 
+def is_builtin(obj, source):
+    """True when the last build compiled the C file `source` (a path in
+    the tree) into vmlinux rather than into a module, from kbuild's
+    record of the command it ran."""
+    path = Path(source)
+    record = Path(obj) / path.parent / f".{path.stem}.o.cmd"
+    try:
+        command = record.read_text(errors="replace").split("\n", 1)[0]
+    except OSError:
+        return False
+    return path.suffix == ".c" and "-DMODULE" not in command
+
+
 # `git clean -x` in a lab-owned tree keeps the object dirs.
 KEEP_ON_CLEAN = ("-e", "/.kbuild", "-e", "/.kbuild-*")
 

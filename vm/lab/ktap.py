@@ -133,6 +133,25 @@ def _parse_level(lines, depth):
     return Report(results, planned, problems)
 
 
+LIVE_HEADER = re.compile(r"^# lab-live (\d+) (\S+)\s*$")
+CUT_SHORT = "cut short while running"
+
+
+def with_live(report, live_text):
+    """The report of a run cut short, with what the test it was running
+    had reported so far (the guest's live file: a "# lab-live N name"
+    line, then the test's own output) as that test's subtests. The test
+    itself counts as failed once one of them has: it can only end so."""
+    first, _, rest = live_text.partition("\n")
+    header = LIVE_HEADER.match(first)
+    if not header or int(header.group(1)) <= len(report.results):
+        return report  # nothing running, or its result is in already
+    children = parse(rest).results
+    report.results.append(Result(header.group(2), all(c.ok for c in children),
+                                 directive=CUT_SHORT, children=children))
+    return report
+
+
 class Writer:
     """KTAP for the lab's Python test programs, as vm/guest/lab/lib/ktap.sh
     is for the guest's scripts: one plan, counted from the results, and an

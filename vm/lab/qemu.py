@@ -224,11 +224,12 @@ def run_interactive(boot):
     return subprocess.run(boot.command("chardev:console") + console).returncode
 
 
-def run_watched(boot, timeout, console_log, echo=False, started=None):
+def run_watched(boot, timeout, console_log, echo=False, started=None, stop_when=None):
     """Boot, stream the console to console_log, and stop the guest on a panic,
     an oops, after `timeout` seconds, or once it has printed more than
     CONSOLE_LIMIT bytes or written more than SHARE_LIMIT bytes into its
-    results share. Returns an Outcome."""
+    results share; or when stop_when(), asked every second, gives a
+    reason. Returns an Outcome."""
     boot.out_dir.mkdir(parents=True, exist_ok=True)
     # The gdb stub, on a free loopback port, is how a hung guest is read
     # before it is killed; gdb reads only guests of the host's own kind.
@@ -269,13 +270,20 @@ def run_watched(boot, timeout, console_log, echo=False, started=None):
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     stopped = found = None
+    asked = begin
     try:
         while proc.poll() is None:
             now = time.monotonic()
+            settled = None
+            if stop_when and now - asked >= 1:
+                asked = now
+                settled = stop_when()
             stalled = stall and now - stall[0][0] > STALL_GRACE
             silent = fatal and now - last_line[0] > CRASH_SILENCE
-            hung = stalled or silent or now - begin > timeout
-            if stalled:
+            hung = not settled and (stalled or silent or now - begin > timeout)
+            if settled:
+                stopped = settled
+            elif stalled:
                 stopped = f"the kernel reported a hang: {stall[0][1]}"
             elif silent:
                 stopped = (f"the guest crashed: {fatal[0]}; then it printed nothing "

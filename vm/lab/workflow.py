@@ -104,8 +104,11 @@ def build_module(work, module, quiet=False, nice=0):
 
 
 def build_guest(work, mode, command=None, tests=None):
-    initramfs.build(work.tree.path, work.obj, work.stage, work.stage_list, tests)
-    return initramfs.run_archive(work.obj, mode, command)
+    """The guest's initramfs; tests (the stage's own by default) are those
+    a test run runs."""
+    initramfs.build(work.tree.path, work.obj, work.stage, work.stage_list)
+    return initramfs.run_archive(work.obj, mode, command,
+                                 work.stage.tests if tests is None else tests)
 
 
 def results_dir(work, name=None):
@@ -167,11 +170,14 @@ class TestRun:
 
 
 def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=(), only=None,
-              tests=None):
+              tests=None, settle=None):
     """The stage's host tests, then a boot with its guest test list; one
     report of both. With `only` (a set of test names), just those tests
     run, and no host reports: grading needs no measurements. With `tests`,
-    exactly those guest tests run, and nothing on the host."""
+    exactly those guest tests run, and nothing on the host. With `settle`,
+    a function of the report so far, the guest is stopped as soon as it
+    gives a reason: the report is then what the guest had reported, the
+    running test's subtests included."""
     out = fresh_dir(out or results_dir(work), keep=OTHER_RUNS)
     if tests is not None:
         only = {t.name for t in tests}
@@ -191,10 +197,17 @@ def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=(), only=No
         initrd = build_guest(work, "test", tests=guest_tests)
         boot = qemu.Boot(work.kernel, initrd, "test", out, work.stage,
                          extra_cmdline=list(extra_cmdline), symbols=work.symbols)
+        settled = []
+
+        def stop_when():
+            reason = settle(report_so_far(out))
+            if reason:
+                settled.append(reason)
+            return reason
         outcome = qemu.run_watched(boot, work.stage.timeout_for(guest_tests),
-                                   out / "console.log", echo=not quiet)
-        ktap_file = out / "ktap.txt"
-        report = ktap.parse(ktap_file.read_text(errors="replace") if ktap_file.exists() else "")
+                                   out / "console.log", echo=not quiet,
+                                   stop_when=stop_when if settle else None)
+        report = report_so_far(out) if settled else ktap.parse(_read(out / "ktap.txt"))
     if not outcome.ok:
         report.problems.append(outcome.explain())
     if host:
@@ -205,6 +218,16 @@ def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=(), only=No
         report.results += after.results
         report.problems += after.problems
     return TestRun(report, outcome, out)
+
+
+def _read(path):
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def report_so_far(out):
+    """What a guest running its tests has reported into out: the results
+    of the tests it finished, and the subtests of the one it is running."""
+    return ktap.with_live(ktap.parse(_read(out / "ktap.txt")), _read(out / "live.txt"))
 
 
 def run_host_tests(work, out, quiet, tests=None, name="host"):
