@@ -252,13 +252,37 @@ def _build_program(tree, program, root):
         os.replace(partial, cached)
 
 
+# What the last _cached_build of each program found, while its inputs keep
+# their state: a proof's many guests of one stage build the same programs.
+_LAST_DIGEST = {}
+
+
+def _state(paths):
+    """(path, mtime, size) of each file or directory; None if one is gone.
+    A directory's mtime changes when a file in it is made or removed, such
+    as a header that would now be found before the one used."""
+    try:
+        return tuple((str(p), *(lambda s: (s.st_mtime_ns, s.st_size))(os.stat(p)))
+                     for p in paths)
+    except OSError:
+        return None
+
+
 def _cached_build(compiler, libraries, source):
     """Where the output of this build is kept, named by the content of every
     input: the command line, each file the preprocessor reads (the source,
     the stage tree's headers, the system's), and the compiler and static
     libraries as installed. An unchanged program is copied, not rebuilt;
     any change to what goes into it builds it anew. None if the inputs
-    cannot be listed (the build itself then says what is wrong)."""
+    cannot be listed (the build itself then says what is wrong).
+
+    Listing the inputs runs the preprocessor; within one run of the lab it
+    is skipped while every input file, every directory they and the -I
+    options name, and the installed packages are as they were."""
+    memo_key = (tuple(compiler), tuple(libraries), str(source))
+    last = _LAST_DIGEST.get(memo_key)
+    if last and _state(last[0]) == last[1]:
+        return last[2]
     deps = subprocess.run([*compiler, "-M", str(source)], capture_output=True, text=True,
                           cwd=source.parent)
     if deps.returncode != 0:
@@ -266,8 +290,10 @@ def _cached_build(compiler, libraries, source):
     digest = hashlib.sha256("\0".join([*compiler, *libraries, str(source)]).encode())
     # make's rule syntax: "target: dep dep \" with continued lines.
     files = deps.stdout.replace("\\\n", " ").split(":", 1)[-1].split()
+    inputs = []
     for name in sorted(set(files)):
         path = Path(name) if os.path.isabs(name) else source.parent / name
+        inputs.append(path)
         try:
             digest.update(b"\0" + name.encode() + b"\0" + path.read_bytes())
         except OSError:
@@ -281,7 +307,14 @@ def _cached_build(compiler, libraries, source):
         except OSError:
             return None
         digest.update(f"\0{path}:{status.st_size}:{status.st_mtime_ns}".encode())
-    return settings.BUILD / "guest-programs" / digest.hexdigest()
+    where = settings.BUILD / "guest-programs" / digest.hexdigest()
+    searched = {flag[2:] for flag in compiler if flag.startswith("-I")}
+    watched = inputs + sorted({p.parent for p in inputs} | {Path(d) for d in searched}) + \
+        [Path(p) for p in installed] + [Path("/var/lib/dpkg/status")]
+    state = _state(watched)
+    if state is not None:
+        _LAST_DIGEST[memo_key] = (watched, state, where)
+    return where
 
 
 def _generate_file(program, root):
@@ -332,9 +365,23 @@ def _copy_host_file(path, root):
         alias.symlink_to(real)
 
 
+_LIBRARIES = {}
+
+
 def _shared_libraries(binary):
     """The libraries ldd resolves for binary, and its dynamic loader, under
-    the paths the loader looks for them at."""
+    the paths the loader looks for them at; asked once per run of the lab
+    while the binary and the installed packages stay as they are."""
+    key = _state([binary, "/var/lib/dpkg/status", "/etc/ld.so.cache"])
+    if key is None or key not in _LIBRARIES:
+        libraries = _ldd(binary)
+        if key is None:
+            return libraries
+        _LIBRARIES[key] = libraries
+    return list(_LIBRARIES[key])
+
+
+def _ldd(binary):
     out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
     libs = []
     for line in out.splitlines():

@@ -59,3 +59,27 @@ def test_the_test_list_rides_in_the_run_archive(tmp_path):
     assert "lab/tests" in listing.split()
     assert (tmp_path / "lab-run/lab/tests").read_text() == \
         f"{chosen[0].name} {chosen[0].command}\n"
+
+
+def test_a_programs_inputs_are_listed_again_when_one_could_have_changed(tmp_path, monkeypatch):
+    """The preprocessor's list of a program's inputs is reused only while
+    they are as they were: an edited header, or a header made where the
+    search would now find it first, names another build."""
+    monkeypatch.setattr(initramfs.settings, "BUILD", tmp_path / "build")
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (second / "a.h").write_text("#define A 1\n")
+    source = tmp_path / "prog.c"
+    source.write_text('#include "a.h"\nint main(void) { return A; }\n')
+    compiler = ["gcc", f"-I{first}", f"-I{second}"]
+    start = initramfs._cached_build(compiler, [], source)
+    assert start and initramfs._cached_build(compiler, [], source) == start
+
+    (second / "a.h").write_text("#define A 2\n")
+    edited = initramfs._cached_build(compiler, [], source)
+    assert edited not in (None, start)
+
+    (first / "a.h").write_text("#define A 3\n")  # found before second/a.h from now on
+    shadowed = initramfs._cached_build(compiler, [], source)
+    assert shadowed not in (None, start, edited)
