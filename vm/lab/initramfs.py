@@ -107,12 +107,8 @@ def _inputs_key(tree, obj, stage_list):
     busybox = guest_busybox(arches.ARCHES[stage_list[-1].machine.arch])
     named = ["/var/lib/dpkg/status", str(busybox)] + \
         [path for each in stage_list for path in each.host_files]
-    for path in named:
-        try:
-            status = os.stat(path)
-        except OSError:
-            return None
-        digest.update(f"\0{path}:{status.st_size}:{status.st_mtime_ns}".encode())
+    if not _digest_states(digest, named):
+        return None
     return digest.hexdigest()
 
 
@@ -268,6 +264,14 @@ def _state(paths):
         return None
 
 
+def _digest_states(digest, paths):
+    """Each file's path, mtime and size into digest; False if one is gone."""
+    state = _state(paths)
+    for path, mtime, size in state or ():
+        digest.update(f"\0{path}:{size}:{mtime}".encode())
+    return state is not None
+
+
 def _cached_build(compiler, libraries, source):
     """Where the output of this build is kept, named by the content of every
     input: the command line, each file the preprocessor reads (the source,
@@ -301,12 +305,8 @@ def _cached_build(compiler, libraries, source):
     installed = [shutil.which(compiler[0]) or compiler[0]]
     installed += [str(p) for flag in libraries for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib")
                   if (p := Path(d) / f"lib{flag[2:]}.a").exists()]
-    for path in installed:
-        try:
-            status = os.stat(path)
-        except OSError:
-            return None
-        digest.update(f"\0{path}:{status.st_size}:{status.st_mtime_ns}".encode())
+    if not _digest_states(digest, installed):
+        return None
     where = settings.BUILD / "guest-programs" / digest.hexdigest()
     searched = {flag[2:] for flag in compiler if flag.startswith("-I")}
     watched = inputs + sorted({p.parent for p in inputs} | {Path(d) for d in searched}) + \
