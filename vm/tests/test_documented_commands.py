@@ -81,6 +81,8 @@ NOT_RUN = {
     "make bench-class": "a benchmark of many minutes; docs/benchmarks.md records each run",
     "make kernel STAGE=NN": "measured by hand for docs/benchmarks.md; the guest tier builds "
                             "every stage's kernel through the same function",
+    "make check STAGE=NN TIER=guest": "one stage's guest tier, as make check runs it for "
+                                      "every stage through the same guest_tier()",
     "make kernel": "the guest tier builds every stage's kernel through the same function, "
                    "workflow.build_kernel(); the verb itself is run only with an unknown "
                    "stage, by test_stages_and_tree.py::test_unknown_stage_from_the_front_door",
