@@ -159,8 +159,10 @@ def describe_vcpu(cpu, frames):
 
 # -- a crashed guest, from its console -----------------------------------------
 
+# x86's BUG() says "kernel BUG at file:line!" and then "invalid opcode":
+# the list checks' reports under CONFIG_BUG_ON_DATA_CORRUPTION look so.
 TRACE_START = re.compile(r"BUG: |Oops|general protection fault|Kernel panic|"
-                         r"Unable to handle kernel|WARNING: ")
+                         r"Unable to handle kernel|WARNING: |kernel BUG at ")
 TRACE_END = re.compile(r"---\[ end trace|Kernel panic")
 # "RIP: 0010:bpf_lru_pop_free+0x163/0x4dd" and " ? func+0x1c/0x1c" (a
 # leftover on the stack, not a caller: skipped).
@@ -171,7 +173,7 @@ def of_crash(symbols, console_lines):
     """The console's first oops or panic: its summary from its RIP and
     call trace, each address resolved to files and lines through its
     inlined functions; its text decoded by scripts/decode_stacktrace.sh."""
-    start = next((i for i, line in enumerate(console_lines) if TRACE_START.search(line)), None)
+    start = first_report(console_lines)
     if start is None:
         return None
     report = console_lines[start:]
@@ -188,6 +190,11 @@ def of_crash(symbols, console_lines):
         "Where the trace's frames are, innermost first (inlined functions included):",
         *[f"  {frame}" for frame in frames], "",
         "The console's report, decoded:", decode(symbols, "".join(report))]))
+
+
+def first_report(console_lines):
+    """The index of the line that begins the console's first crash report."""
+    return next((i for i, line in enumerate(console_lines) if TRACE_START.search(line)), None)
 
 
 def trace_addresses(report):

@@ -69,3 +69,29 @@ def test_paths_are_named_as_the_tree_names_them():
     assert autopsy.source_path("/lab/tree/.kbuild/../kernel/bpf/hashtab.c") == \
         "kernel/bpf/hashtab.c"
     assert autopsy.source_path("../include/linux/list.h") == "include/linux/list.h"
+
+
+# A list check's report under CONFIG_BUG_ON_DATA_CORRUPTION, on x86: the
+# BUG() is an invalid opcode, and only the panic that oops=panic makes
+# of it says "Kernel panic", after the trace.
+LIST_BUG = """\
+[    4.211000] list_add corruption. next->prev should be prev (ffff888000d9bdc0), but was 0000000000000000. (next=ffff888000d9bdd0).
+[    4.211100] ------------[ cut here ]------------
+[    4.211200] kernel BUG at lib/list_debug.c:27!
+[    4.211300] invalid opcode: 0000 [#1] PREEMPT SMP NOPTI
+[    4.211400] RIP: 0010:__list_add_valid+0x47/0x89
+[    4.211500] Call Trace:
+[    4.211600]  <TASK>
+[    4.211700]  bpf_lru_list_push_free+0x2c/0x50
+[    4.211800]  </TASK>
+[    4.211900] ---[ end trace 0000000000000000 ]---
+[    4.212000] Kernel panic - not syncing: Fatal exception
+"""
+
+
+def test_a_bug_report_begins_at_kernel_bug_not_at_the_panic_after_it():
+    lines = LIST_BUG.splitlines(keepends=True)
+    start = autopsy.first_report(lines)
+    assert "kernel BUG at lib/list_debug.c:27!" in lines[start]
+    assert autopsy.trace_addresses(lines[start:]) == [
+        ("__list_add_valid", 0x47, True), ("bpf_lru_list_push_free", 0x2c, False)]
