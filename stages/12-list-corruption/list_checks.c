@@ -307,37 +307,28 @@ static int online_cpus(void)
 	return (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
+/* Each type alone, then on every CPU at once. */
+#define LIST_CHECK_TESTS(check)						\
+	FIXTURE_SETUP(check) { kmsg_open(_metadata, &self->log); }	\
+	FIXTURE_TEARDOWN(check) { kmsg_close(&self->log); }		\
+									\
+	TEST_F(check, is_reported_and_stops_the_task)			\
+	{								\
+		expect_reports(_metadata, &self->log, variant->type,	\
+			       variant->report, 0);			\
+	}								\
+									\
+	TEST_F(check, on_every_cpu_at_once)				\
+	{								\
+		expect_reports(_metadata, &self->log, variant->type,	\
+			       variant->report, online_cpus());		\
+	}
+
 #ifdef LIST_ADD
-FIXTURE_SETUP(list_add) { kmsg_open(_metadata, &self->log); }
-FIXTURE_TEARDOWN(list_add) { kmsg_close(&self->log); }
-
-TEST_F(list_add, is_reported_and_stops_the_task)
-{
-	expect_reports(_metadata, &self->log, variant->type, variant->report, 0);
-}
-
-TEST_F(list_add, on_every_cpu_at_once)
-{
-	expect_reports(_metadata, &self->log, variant->type, variant->report,
-		       online_cpus());
-}
-
-#endif /* LIST_ADD */
-
+LIST_CHECK_TESTS(list_add)
+#endif
 #ifdef LIST_DEL
-FIXTURE_SETUP(list_del) { kmsg_open(_metadata, &self->log); }
-FIXTURE_TEARDOWN(list_del) { kmsg_close(&self->log); }
-
-TEST_F(list_del, is_reported_and_stops_the_task)
-{
-	expect_reports(_metadata, &self->log, variant->type, variant->report, 0);
-}
-
-TEST_F(list_del, on_every_cpu_at_once)
-{
-	expect_reports(_metadata, &self->log, variant->type, variant->report,
-		       online_cpus());
-}
-#endif /* LIST_DEL */
+LIST_CHECK_TESTS(list_del)
+#endif
 
 TEST_HARNESS_MAIN
