@@ -161,12 +161,20 @@ class Boot:
             cmd.append("-S")
         return cmd
 
+    @property
+    def disk_dir(self):
+        """Beside the results share, not in it: the guest writes its disks
+        through QEMU, up to their size, and that is not results."""
+        return self.out_dir.with_name(self.out_dir.name + ".disks")
+
     def make_disks(self):
-        """The stage's disks, made afresh in the run's directory for every
-        boot, so that no run depends on what an earlier one wrote."""
+        """The stage's disks, made afresh for every boot, so that no run
+        depends on what an earlier one wrote."""
         images = []
+        if self.machine.disks:
+            self.disk_dir.mkdir(parents=True, exist_ok=True)
         for disk in self.machine.disks:
-            image = self.out_dir / f"disk-{disk.name}.img"
+            image = self.disk_dir / f"disk-{disk.name}.img"
             image.unlink(missing_ok=True)
             subprocess.run(["truncate", "-s", disk.size, str(image)], check=True)
             if disk.filesystem:
@@ -315,6 +323,9 @@ def run_watched(boot, timeout, console_log, echo=False, started=None, stop_when=
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         raise
+    finally:
+        # An unattended boot's disks are made again by the next one.
+        shutil.rmtree(boot.disk_dir, ignore_errors=True)
     reader.join(timeout=5)
     seconds = time.monotonic() - begin
     if fatal and boot.symbols and not found:

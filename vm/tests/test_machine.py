@@ -68,16 +68,16 @@ def test_disks_are_made_fresh_for_every_boot_with_their_files(lab_stages, tmp_pa
     devices = [d for d in option(cmd, "-device") if d.startswith("virtio-blk")]
     assert devices == ["virtio-blk-pci,drive=disk-data,serial=data",
                        "virtio-blk-pci,drive=disk-slow,serial=slow,num-queues=1,queue-size=64"]
-    image = tmp_path / "out" / "disk-data.img"
+    image = tmp_path / "out.disks" / "disk-data.img"
     assert f"file={image}" in drives[0]
     shown = subprocess.run(["/sbin/debugfs", "-R", "cat /hello.txt", str(image)],
                            capture_output=True, text=True)
     assert shown.stdout == "from the host\n"
     # What a boot wrote is gone by the next one.
-    (tmp_path / "out" / "disk-slow.img").write_bytes(b"written by a guest")
+    (tmp_path / "out.disks" / "disk-slow.img").write_bytes(b"written by a guest")
     command(stage, tmp_path)
-    assert (tmp_path / "out" / "disk-slow.img").read_bytes()[:7] == b"\0" * 7
-    assert (tmp_path / "out" / "disk-slow.img").stat().st_size == 8 * 2**20
+    assert (tmp_path / "out.disks" / "disk-slow.img").read_bytes()[:7] == b"\0" * 7
+    assert (tmp_path / "out.disks" / "disk-slow.img").stat().st_size == 8 * 2**20
 
 
 def test_ovmf_keeps_a_variable_store_per_stage_across_boots(lab_stages, tmp_path):
