@@ -414,6 +414,15 @@ function Pandoc(doc)
     end,
     Link = rewrite_link,
     Image = rewrite_image,
+    -- A fence whose attributes pandoc cannot parse (a quoted "/*", say)
+    -- is read as inline code with the braces in its text, and would be
+    -- printed as it is.
+    Code = function(code)
+      local key = code.text:match("^{%s*(%a+)=")
+      if key == "include" or key == "src" or key == "patch" or key == "results" then
+        fail("pandoc could not read the attributes of this block, so it is not one: " .. code.text)
+      end
+    end,
   })
   if h1 ~= 1 then
     fail("a chapter has exactly one level-1 heading (its title, '# Title'); sections use '##' " ..

@@ -612,6 +612,14 @@ def test_a_missing_stage_or_file_fails(demo, tmp_path):
     assert proc.returncode != 0 and "kernel/nothere.c does not exist" in proc.stderr
 
 
+def test_a_block_whose_attributes_pandoc_cannot_read_fails(demo, tmp_path):
+    # A quoted value that starts with a blank makes pandoc read the fence
+    # as inline code.
+    proc = broken_variant(demo, tmp_path, "fn=demo_rotate #lst-rotate}", 'from="x" to=" */" #lst-rotate}')
+    assert proc.returncode != 0
+    assert "pandoc could not read the attributes of this block" in proc.stderr
+
+
 def test_a_pandoc_warning_fails_the_build(demo, tmp_path):
     proc = broken_variant(demo, tmp_path, "## Results", "## Results {#twice}\n\n## Again {#twice}")
     assert proc.returncode != 0 and "Duplicate identifier" in proc.stderr

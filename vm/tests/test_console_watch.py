@@ -23,6 +23,7 @@ class ScriptedGuest(SimpleNamespace):
 
 def watch(tmp_path, console, timeout, then_exit=False, every=0):
     boot = ScriptedGuest(console=console, then_exit=then_exit, out_dir=tmp_path / "out",
+                         disk_dir=tmp_path / "out.disks",
                          symbols=None, gdb_port=None, every=every)
     begin = time.monotonic()
     outcome = qemu.run_watched(boot, timeout, tmp_path / "console.log")
@@ -77,3 +78,10 @@ def test_a_crashed_guest_that_goes_on_printing_runs_to_its_end(tmp_path, monkeyp
                              timeout=60, then_exit=True, every=1)
     assert outcome.reason == f"the guest crashed: {OOPS.strip()}"
     assert seconds >= 4 and any("lab-run-finished" in line for line in outcome.tail)
+
+
+def test_an_unattended_boot_takes_its_disks_away_when_it_ends(tmp_path):
+    (tmp_path / "out.disks").mkdir()
+    (tmp_path / "out.disks" / "disk-data.img").write_bytes(b"\0" * 4096)
+    outcome, _ = watch(tmp_path, ["lab: done"], timeout=30, then_exit=True)
+    assert not (tmp_path / "out.disks").exists()

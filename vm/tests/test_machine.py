@@ -70,6 +70,9 @@ def test_disks_are_made_fresh_for_every_boot_with_their_files(lab_stages, tmp_pa
                        "virtio-blk-pci,drive=disk-slow,serial=slow,num-queues=1,queue-size=64"]
     image = tmp_path / "out.disks" / "disk-data.img"
     assert f"file={image}" in drives[0]
+    # Beside the results share, where the guest's writes to it are not
+    # counted as results.
+    assert not list((tmp_path / "out").glob("disk-*"))
     shown = subprocess.run(["/sbin/debugfs", "-R", "cat /hello.txt", str(image)],
                            capture_output=True, text=True)
     assert shown.stdout == "from the host\n"
