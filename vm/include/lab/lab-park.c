@@ -8,7 +8,9 @@
  * "timed out" if the CPU went on alone before that. Exits 1 if nothing
  * was parked within 10 s.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +62,21 @@ int main(int argc, char **argv)
 		die(argv[1], errno);
 
 	cue->cpu = atoi(argv[2]);
+	/*
+	 * Never on the CPU it holds: that CPU spins in the kernel with
+	 * preemption off, and could not run the release.
+	 */
+	{
+		cpu_set_t others;
+		int n = sysconf(_SC_NPROCESSORS_CONF);
+
+		CPU_ZERO(&others);
+		for (i = 0; i < n; i++)
+			if (i != (int)cue->cpu)
+				CPU_SET(i, &others);
+		if (sched_setaffinity(0, sizeof(others), &others))
+			die("sched_setaffinity", errno);
+	}
 	__atomic_store_n(&cue->armed, 1, __ATOMIC_RELEASE);
 	printf("armed\n");
 	fflush(stdout);

@@ -62,11 +62,12 @@ int BPF_KPROBE(lab_park)
 	w.deadline = bpf_ktime_get_ns() + LAB_PARK_TIMEOUT_NS;
 	READ_ONCE(w.cue->parked) = 1;
 	/*
-	 * bpf_loop() stops after 1 << 23 rounds, which a fast CPU goes
-	 * through in well under the timeout: a few of them, each ending at
-	 * the release or the deadline.
+	 * bpf_loop() stops after 1 << 23 rounds, which a CPU goes through
+	 * in well under the timeout (a second or less, even under TCG):
+	 * enough of them to outlast it, each ending at the release or the
+	 * deadline.
 	 */
-	for (int round = 0; round < 16; round++) {
+	for (int round = 0; round < 128; round++) {
 		if (READ_ONCE(w.cue->released) || READ_ONCE(w.cue->timed_out))
 			break;
 		bpf_loop(1 << 23, still_parked, &w, 0);

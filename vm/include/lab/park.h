@@ -22,8 +22,12 @@
 
 #include <linux/types.h>
 
-/* How long a parked CPU waits for its release before it goes on alone. */
-#define LAB_PARK_TIMEOUT_NS	(3ULL * 1000 * 1000 * 1000)
+/*
+ * How long a parked CPU waits for its release before it goes on alone:
+ * under TCG the other CPU may need seconds to start a process or two,
+ * and RCU reports a CPU stalled only after 21.
+ */
+#define LAB_PARK_TIMEOUT_NS	(10ULL * 1000 * 1000 * 1000)
 
 struct lab_park_cue {
 	__u32 cpu;		/* the CPU to hold */
