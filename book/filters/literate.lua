@@ -414,8 +414,8 @@ function Pandoc(doc)
     end,
     Link = rewrite_link,
     Image = rewrite_image,
-    -- A fence whose attributes pandoc cannot parse (a quoted "/*", say)
-    -- is read as inline code with the braces in its text, and would be
+    -- A fence whose attributes pandoc cannot parse (a quoted value that
+    -- starts with a blank, say) is read as inline code with the braces in its text, and would be
     -- printed as it is.
     Code = function(code)
       local key = code.text:match("^{%s*(%a+)=")
