@@ -444,6 +444,9 @@ def prove(stage, beside=None, own_run=None):
             continue
         keyed, detail = hints.check(exercise_named[target], patch.read_text(),
                                     result.run.report, hints.console_of(result.run.out))
+        if not keyed and not result.run.outcome.ok:
+            # A run that did not end says why, or the failure is a mystery.
+            detail += f"; the guest's run did not end: {result.run.outcome.explain()}"
         checks.append((name, keyed, detail))
     return checks
 

@@ -207,7 +207,10 @@ def run_tests(work, out=None, quiet=False, build=True, extra_cmdline=(), only=No
         outcome = qemu.run_watched(boot, work.stage.timeout_for(guest_tests),
                                    out / "console.log", echo=not quiet,
                                    stop_when=stop_when if settle else None)
-        report = report_so_far(out) if settled else ktap.parse(_read(out / "ktap.txt"))
+        # A run cut short, by a settled grade or by a crash or hang, keeps
+        # what the test it was running had reported: the failures a hint
+        # is keyed to often come before the crash they lead to.
+        report = report_so_far(out)
     if not outcome.ok:
         report.problems.append(outcome.explain())
     if host:
