@@ -16,6 +16,8 @@ class Arch:
     virtio: str             # the virtio transport: "pci" (virtio-*-pci) or "device" (MMIO)
     qemu: str               # the QEMU binary
     qemu_package: str       # the Debian package with it
+    gdb: str                # the gdb that reads this arch's vmlinux and talks to its stub
+    gdb_package: str        # the Debian package with it
     machine: str            # -machine
     cpu_tcg: str            # -cpu under TCG
     console: str            # the kernel's console= device
@@ -32,6 +34,7 @@ ARCHES = {
         # no real-mode setup, a tenth to a quarter of a second under TCG.
         defconfig_target="tinyconfig", image="vmlinux", efi_image="arch/x86/boot/bzImage",
         virtio="pci", qemu="qemu-system-x86_64", qemu_package="qemu-system-x86",
+        gdb="gdb", gdb_package="gdb",
         machine="q35,i8042=off", cpu_tcg="max", console="ttyS0",
         firmwares=("direct", "ovmf"), bios="/usr/share/qemu/qboot.rom",
         debian_arch="amd64", fragment="x86_64.config"),
@@ -40,6 +43,7 @@ ARCHES = {
         cross_package="gcc-aarch64-linux-gnu", defconfig_target="tinyconfig",
         image="arch/arm64/boot/Image", efi_image="", virtio="device",
         qemu="qemu-system-aarch64", qemu_package="qemu-system-arm", machine="virt",
+        gdb="gdb-multiarch", gdb_package="gdb-multiarch",
         cpu_tcg="cortex-a57", console="ttyAMA0", firmwares=("direct",), bios="",
         debian_arch="arm64", fragment="arm64.config"),
 }

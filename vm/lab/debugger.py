@@ -10,13 +10,14 @@ gdb gets the walkthrough's results directory (beside gdb.log; the guest's
 """
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
 
-from . import kbuild, qemu, settings
+from . import arches, kbuild, qemu, settings
 from .errors import LabError
 from .log import info
 from .workflow import build_guest, build_kernel, fresh_dir, results_dir
@@ -25,7 +26,10 @@ GDB_PORT = 1234
 
 
 def gdb_command(work, port, batch=False):
-    cmd = ["gdb", "-q", "-nx",
+    arch = arches.ARCHES[work.stage.machine.arch]
+    if not shutil.which(arch.gdb):
+        raise LabError(f"{arch.gdb} is missing: install {arch.gdb_package} (make deps does it)")
+    cmd = [arch.gdb, "-q", "-nx",
            "-iex", "set pagination off",
            "-iex", "set confirm off",
            "-iex", f"add-auto-load-safe-path {work.obj}",

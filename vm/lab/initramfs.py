@@ -20,6 +20,9 @@ BUSYBOX = "/bin/busybox"
 # Debian's libbpf-dev without the kernel's own tools/lib/bpf build.
 C_FLAGS = ["-O2", "-g", "-static", "-Wall", "-Wno-unused-result"]
 C_LIBS = ["-lbpf", "-lelf", "-lz", "-lzstd", "-lpthread", "-lm"]
+# Debian's cross toolchains (libc6-dev-<arch>-cross) carry the C library
+# alone: a foreign guest's programs link against nothing else.
+CROSS_C_LIBS = ["-lpthread", "-lm"]
 BPF_FLAGS = ["-O2", "-g", "-target", "bpf", "-D__x86_64__",
              "-I/usr/include/x86_64-linux-gnu"]
 
@@ -51,16 +54,15 @@ def build(tree, obj, stage, stage_list):
     shutil.copytree(settings.GUEST_DIR, root, dirs_exist_ok=True, symlinks=True)
     (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (root / "etc/group").write_text("root:x:0:\n")
+    foreign = arch.debian_arch != host_debian_arch()
     for each in stage_list:
-        foreign = arch.debian_arch != host_debian_arch()
-        if foreign and (each.programs or each.host_tools):
-            # The guest programs are built, and the host tools copied, for
-            # the host's architecture: an arm64 guest could run none of them.
-            raise LabError(f"stage {each.slug} has programs or host tools, which the lab "
-                           f"builds for {host_debian_arch()} only, and {stage.slug} boots "
-                           f"{arch.name}")
+        if foreign and each.host_tools:
+            # Host tools are the host's own binaries: an arm64 guest could
+            # run none of them.
+            raise LabError(f"stage {each.slug} has host tools, which are {host_debian_arch()} "
+                           f"binaries, and {stage.slug} boots {arch.name}")
         for program in each.programs:
-            _build_program(tree, program, root)
+            _build_program(tree, program, root, arch if foreign else None)
         for tool in each.host_tools:
             _copy_host_tool(tool, root)
         for path in each.host_files:
@@ -203,7 +205,9 @@ def _install_busybox(root, busybox=Path(BUSYBOX)):
             link.symlink_to("/bin/busybox")
 
 
-def _build_program(tree, program, root):
+def _build_program(tree, program, root, cross=None):
+    """One guest program into root, built for the host's architecture or,
+    with `cross` (an arches.Arch), by that architecture's cross gcc."""
     if program.kind == "gen":
         _generate_file(program, root)
         return
@@ -225,13 +229,21 @@ def _build_program(tree, program, root):
                 f"-I{tree}/tools/testing/selftests",
                 f"-I{tree}/tools/testing/selftests/bpf",
                 f"-I{tree}/tools/include/uapi", f"-I{tree}/tools/include"]
+    libraries = CROSS_C_LIBS if cross else C_LIBS
     if program.kind == "c":
-        compiler = ["gcc", *C_FLAGS, *includes, *program.flags]
-        cmd = [*compiler, str(source), "-o", str(dest), *C_LIBS]
+        gcc = f"{cross.cross_compile}gcc" if cross else "gcc"
+        if not shutil.which(gcc):
+            raise LabError(f"{gcc} is missing (needed for {program.guest_path}): install "
+                           f"{cross.cross_package if cross else 'gcc'}, or run `make deps`")
+        compiler = [gcc, *C_FLAGS, *includes, *program.flags]
+        cmd = [*compiler, str(source), "-o", str(dest), *libraries]
+    elif cross:
+        raise LabError(f"{program.guest_path}: the lab builds BPF objects for the host's "
+                       f"architecture only, and this guest is {cross.name}")
     else:
         compiler = ["clang", *BPF_FLAGS, *program.flags]
         cmd = [*compiler, "-c", str(source), "-o", str(dest)]
-    libraries = C_LIBS if program.kind == "c" else []
+        libraries = []
     cached = _cached_build(compiler, libraries, source)
     if cached and cached.exists():
         shutil.copy2(cached, dest)

@@ -306,7 +306,7 @@ def run_watched(boot, timeout, console_log, echo=False, started=None, stop_when=
                            "results share (filling the disk?)")
             if stopped:
                 if hung and boot.symbols and boot.gdb_port:
-                    found = autopsy.of_hang(boot.symbols, boot.gdb_port)
+                    found = autopsy.of_hang(boot.symbols, boot.gdb_port, boot.arch.gdb)
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 if "results share" in stopped:

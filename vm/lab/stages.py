@@ -148,6 +148,8 @@ class Stage:
         needed = list(self.packages)
         if arch.name != "x86_64":
             needed += [arch.qemu_package, arch.cross_package]
+            if self.gdb_scripts:
+                needed.append(arch.gdb_package)
         if machine.firmware == "ovmf":
             needed.append("ovmf")
         if any(d.filesystem.startswith("ext") for d in machine.disks):
@@ -399,3 +401,12 @@ def latest():
 def upto(stage):
     """The stage and every stage before it, oldest first."""
     return [s for s in all_stages() if s.number <= stage.number]
+
+
+def machine_lineage(stage):
+    """The stages whose config fragments and guest programs the stage's
+    machine carries: the stage and every earlier one of its architecture.
+    An earlier stage of another architecture adds its patches to the tree
+    and nothing to this machine: its options and programs were chosen for
+    a machine this one is not."""
+    return [s for s in upto(stage) if s.machine.arch == stage.machine.arch]

@@ -26,7 +26,7 @@ class Work:
 
     @property
     def stage_list(self):
-        return stages.upto(self.stage)
+        return stages.machine_lineage(self.stage)
 
     @property
     def kernel(self):
