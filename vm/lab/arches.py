@@ -10,6 +10,7 @@ class Arch:
     kernel_arch: str        # ARCH= of kbuild
     cross_compile: str      # CROSS_COMPILE= prefix ("" for the host's own)
     cross_package: str      # the Debian package with that compiler
+    libc_package: str       # the C library the guest's programs are built against
     defconfig_target: str   # what `make tinyconfig` is run with (ARCH=... tinyconfig)
     image: str              # the file QEMU boots directly, relative to the object dir
     efi_image: str          # the EFI application firmware=ovmf boots ("" if none)
@@ -30,6 +31,7 @@ class Arch:
 ARCHES = {
     "x86_64": Arch(
         name="x86_64", kernel_arch="x86_64", cross_compile="", cross_package="gcc",
+        libc_package="libc6-dev",
         # vmlinux itself, through its PVH entry point: no decompressor and
         # no real-mode setup, a tenth to a quarter of a second under TCG.
         defconfig_target="tinyconfig", image="vmlinux", efi_image="arch/x86/boot/bzImage",
@@ -40,7 +42,8 @@ ARCHES = {
         debian_arch="amd64", fragment="x86_64.config"),
     "arm64": Arch(
         name="arm64", kernel_arch="arm64", cross_compile="aarch64-linux-gnu-",
-        cross_package="gcc-aarch64-linux-gnu", defconfig_target="tinyconfig",
+        cross_package="gcc-aarch64-linux-gnu", libc_package="libc6-dev-arm64-cross",
+        defconfig_target="tinyconfig",
         image="arch/arm64/boot/Image", efi_image="", virtio="device",
         qemu="qemu-system-aarch64", qemu_package="qemu-system-arm", machine="virt",
         gdb="gdb-multiarch", gdb_package="gdb-multiarch",

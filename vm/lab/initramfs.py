@@ -234,7 +234,7 @@ def _build_program(tree, program, root, cross=None):
         gcc = f"{cross.cross_compile}gcc" if cross else "gcc"
         if not shutil.which(gcc):
             raise LabError(f"{gcc} is missing (needed for {program.guest_path}): install "
-                           f"{cross.cross_package if cross else 'gcc'}, or run `make deps`")
+                           f"{cross.cross_package if cross else 'gcc'} (make deps does it)")
         compiler = [gcc, *C_FLAGS, *includes, *program.flags]
         cmd = [*compiler, str(source), "-o", str(dest), *libraries]
     elif cross:

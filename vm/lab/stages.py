@@ -147,7 +147,7 @@ class Stage:
         arch = arches.ARCHES[machine.arch]
         needed = list(self.packages)
         if arch.name != "x86_64":
-            needed += [arch.qemu_package, arch.cross_package]
+            needed += [arch.qemu_package, arch.cross_package, arch.libc_package]
             if self.gdb_scripts:
                 needed.append(arch.gdb_package)
         if machine.firmware == "ovmf":

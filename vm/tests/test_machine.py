@@ -106,7 +106,22 @@ def test_an_arm64_machine_is_a_row_of_the_table(lab_stages, tmp_path, monkeypatc
     assert option(cmd, "-machine") == ["virt"] and option(cmd, "-cpu") == ["cortex-a57"]
     assert "console=ttyAMA0" in option(cmd, "-append")[0]
     assert "virtio-9p-device,fsdev=labout,mount_tag=labout" in option(cmd, "-device")
-    assert set(stage.host_packages) >= {"qemu-system-arm", "gcc-aarch64-linux-gnu"}
+    assert set(stage.host_packages) >= {"qemu-system-arm", "gcc-aarch64-linux-gnu",
+                                        "libc6-dev-arm64-cross"}
+    assert "gdb-multiarch" not in stage.host_packages  # it has no walkthrough
+
+
+def test_a_machine_carries_the_earlier_stages_of_its_own_architecture(lab_stages):
+    first = lab_stages('title = "A"\n', "01-a")
+    second = lab_stages('title = "B"\n', "02-b")
+    other = lab_stages('title = "C"\n[machine]\narch = "arm64"\n', "03-c")
+    later = lab_stages('title = "D"\n', "04-d")
+    lineage = lambda stage: [s.slug for s in stages.machine_lineage(stage)]  # noqa: E731
+    assert lineage(second) == [first.slug, second.slug]
+    assert lineage(other) == [other.slug]
+    assert lineage(later) == [first.slug, second.slug, later.slug]
+    # The patches are another matter: every stage's tree has every earlier one's.
+    assert [s.slug for s in stages.upto(later)] == ["01-a", "02-b", "03-c", "04-d"]
 
 
 @pytest.mark.parametrize("machine, complaint", [
