@@ -55,7 +55,7 @@ help:
 	@echo "  make clean                  remove build outputs (keeps the kernel tree)"
 	@echo
 	@echo "STAGE takes NN or the slug; without it, the stage checked out in"
-	@echo "$(KERNEL_TREE) (the latest one for a new tree). ACCEL=tcg|kvm overrides"
+	@echo "$(KERNEL_TREE) (the latest x86_64 stage for a new tree). ACCEL=tcg|kvm overrides"
 	@echo "the accelerator; KERNEL_TREE= and BUILD= move the tree and build outputs."
 
 deps:

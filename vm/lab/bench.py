@@ -146,7 +146,7 @@ def cmd_bench(args):
     rows += grade_loop_rows(main)
     rows += watch_rows(main)
 
-    latest = stages.latest()
+    latest = stages.default()
     if latest.number != work.stage.number:
         # What `make boot` boots: every stage's fragment, patches and tests.
         info(f"the latest stage, {latest.slug}: the kernel and initramfs `make boot` uses")

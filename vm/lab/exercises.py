@@ -670,7 +670,7 @@ def _set_for(stage):
 def cmd_exercise(args):
     tree = KernelTree()
     tree.ensure_base()
-    stage = stages.resolve(args.stage) if args.stage else stages.latest()
+    stage = stages.resolve(args.stage) if args.stage else stages.default()
     exercise_set = _set_for(stage)
     branch = make_exercise_branch(tree, exercise_set)
     tree.checkout(branch, f"switch {tree} to {branch}")
@@ -736,7 +736,7 @@ def print_hints(work, failed, report, out, climb=False):
 
 
 def cmd_solutions(args):
-    stage = stages.resolve(args.stage) if args.stage else stages.latest()
+    stage = stages.resolve(args.stage) if args.stage else stages.default()
     exercise_set = _set_for(stage)
     tree = KernelTree()
     tree.ensure_base()

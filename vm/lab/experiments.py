@@ -48,7 +48,7 @@ def cmd_experiment(args):
     # The stage checked out, as for every verb; the experiment itself runs
     # in the workshop and leaves the tree as it is.
     stage = stages.resolve(args.stage) if args.stage else \
-        (workflow.stage_of_head(KernelTree(args.tree)) or stages.latest())
+        (workflow.stage_of_head(KernelTree(args.tree)) or stages.default())
     found = chosen(stage, args.name)
     if not found:
         print(f"stage {stage.slug} has no experiments")

@@ -398,6 +398,15 @@ def latest():
     return stages[-1]
 
 
+def default():
+    """The stage a target works on when none is named and the tree is on
+    none: the latest stage of the default machine's architecture. A
+    chapter on another architecture is a stage a student picks by name,
+    not the machine `make boot` starts on a new tree."""
+    native = Machine().arch
+    return next((s for s in reversed(all_stages()) if s.machine.arch == native), latest())
+
+
 def upto(stage):
     """The stage and every stage before it, oldest first."""
     return [s for s in all_stages() if s.number <= stage.number]

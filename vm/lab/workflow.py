@@ -59,12 +59,12 @@ def stage_of_head(tree):
 
 def select(stage_name=None, tree_path=None, switch=True):
     """The tree and stage a target works on. With no stage named, the stage
-    checked out now (or the latest one for a new tree)."""
+    checked out now (or, for a new tree, stages.default())."""
     named = stages.resolve(stage_name) if stage_name else None  # a bad name fails first
     tree = KernelTree(tree_path)
     tree.ensure_base()
     here = stage_of_head(tree)
-    stage = named or here or stages.latest()
+    stage = named or here or stages.default()
     if here == stage:
         if not tree.stage_is_current(stage) and tree.head_branch() == stage.branch:
             warn(f"{stage.branch} predates kernel-patches/{stage.slug}; "
@@ -81,7 +81,7 @@ def select(stage_name=None, tree_path=None, switch=True):
 
 def prepare_stage(stage_name=None):
     """`make stage`: bring the stage branch up to date and check it out."""
-    stage = stages.resolve(stage_name) if stage_name else stages.latest()
+    stage = stages.resolve(stage_name) if stage_name else stages.default()
     tree = KernelTree()
     tree.ensure_base()
     tree.prepare(stage)

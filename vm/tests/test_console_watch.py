@@ -85,3 +85,22 @@ def test_an_unattended_boot_takes_its_disks_away_when_it_ends(tmp_path):
     (tmp_path / "out.disks" / "disk-data.img").write_bytes(b"\0" * 4096)
     outcome, _ = watch(tmp_path, ["lab: done"], timeout=30, then_exit=True)
     assert not (tmp_path / "out.disks").exists()
+
+
+def test_an_oops_a_test_provokes_on_purpose_is_not_a_crash(tmp_path):
+    outcome, _ = watch(tmp_path, [
+        "[    8.800000] lab-expect-oops: begin",
+        "[    8.884126] Unable to handle kernel access to user memory outside uaccess routines",
+        "[    8.900000] Internal error: Oops: 0000000096000005 [#1] SMP",
+        "[    9.000000] lab-expect-oops: end"], timeout=60, then_exit=True)
+    assert outcome.ok, outcome.reason
+
+
+def test_an_oops_outside_the_markers_is_still_a_crash(tmp_path):
+    outcome, _ = watch(tmp_path, [
+        "[    8.800000] lab-expect-oops: begin",
+        "[    9.000000] lab-expect-oops: end",
+        "[    9.100000] Internal error: Oops: 0000000096000005 [#2] SMP"],
+        timeout=60, then_exit=True)
+    assert outcome.reason == ("the guest crashed: [    9.100000] Internal error: Oops: "
+                              "0000000096000005 [#2] SMP")

@@ -122,6 +122,10 @@ def test_a_machine_carries_the_earlier_stages_of_its_own_architecture(lab_stages
     assert lineage(later) == [first.slug, second.slug, later.slug]
     # The patches are another matter: every stage's tree has every earlier one's.
     assert [s.slug for s in stages.upto(later)] == ["01-a", "02-b", "03-c", "04-d"]
+    # A new tree starts on the default machine's latest stage, not on
+    # the last chapter when that one boots another architecture.
+    lab_stages('title = "E"\n[machine]\narch = "arm64"\n', "05-e")
+    assert stages.latest().slug == "05-e" and stages.default().slug == later.slug
 
 
 @pytest.mark.parametrize("machine, complaint", [
