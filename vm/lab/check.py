@@ -394,11 +394,16 @@ def cmd_check(args):
         phases.end("stages")
         info("guest tier: the machinery against panicking, hanging, flooding and "
              "disk-filling guests and submissions")
-        workshop = KernelTree().workshop()
-        os.environ["LAB_TEST_OBJ"] = str(workflow.Work(workshop, stages.default()).obj)
-        os.environ["LAB_TEST_TREE"] = str(workshop.path)
         # The tests break kernels of their own in the second workshop.
         exercises.wait_for_workshops()
+        # They run on the default machine's latest stage, whose kernel the
+        # first workshop holds; the last stage proven there may have been
+        # one of another architecture, and a test that takes the stage
+        # the tree is on must find the default one.
+        tested = stages.default()
+        workshop = KernelTree().reset_workshop(tested.branch)
+        os.environ["LAB_TEST_OBJ"] = str(workflow.Work(workshop, tested).obj)
+        os.environ["LAB_TEST_TREE"] = str(workshop.path)
         release_workshops()
         # The instructor kit is git work, in trees of its own: it runs
         # beside the kernel-tier tests, whose guests leave a core idle.
