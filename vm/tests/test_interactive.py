@@ -101,7 +101,9 @@ def workshop(built_obj):
 
 
 def make(verb, tree, *args):
-    return ["make", "-s", verb, f"TREE={tree}", f"BUILD={settings.BUILD}", *args]
+    # STAGE= empty: a `make check STAGE=NN` above passes its STAGE down
+    # through MAKEFLAGS, and these verbs must take the tree's own stage.
+    return ["make", "-s", verb, f"TREE={tree}", f"BUILD={settings.BUILD}", "STAGE=", *args]
 
 
 def qemu_running(marker):
