@@ -24,8 +24,8 @@ FATAL = re.compile(r"Kernel panic - not syncing|\bOops\b|BUG: |general protectio
 # on the console, through the kernel log, before and after: a crash
 # report between the two is what the test asked for and judges itself,
 # not a crash of the guest. vm/guest/lab/bin/lab-expect-oops prints them.
-OOPS_EXPECTED = re.compile(r"lab-expect-oops: begin\b")
-OOPS_UNEXPECTED = re.compile(r"lab-expect-oops: end\b")
+OOPS_EXPECTED_BEGIN = re.compile(r"lab-expect-oops: begin\b")
+OOPS_EXPECTED_END = re.compile(r"lab-expect-oops: end\b")
 # The kernel's own hang detectors: after their reports the guest runs on,
 # stuck, until the timeout. It is stopped once the report that
 # follows had STALL_GRACE seconds to reach the console, and read as a hang.
@@ -276,9 +276,9 @@ def run_watched(boot, timeout, console_log, echo=False, started=None, stop_when=
                 tail.append(line)
                 if echo:
                     print(line, end="", flush=True)
-                if OOPS_EXPECTED.search(line):
+                if OOPS_EXPECTED_BEGIN.search(line):
                     expected = True
-                elif OOPS_UNEXPECTED.search(line):
+                elif OOPS_EXPECTED_END.search(line):
                     expected = False
                 elif FATAL.search(line) and not fatal and not expected:
                     fatal.append(line.strip())
